@@ -1,0 +1,153 @@
+"""`NetSpec`: a generated network as plain data, with a JSON round-trip and validation.
+
+A spec holds no torch objects. Everything needed to rebuild the network, its input and its
+cotangent bit for bit is in it (the seed included). The schema is documented in docs/spec.md.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fuzz.layers import LAYER_KINDS
+
+SPEC_VERSION = 1
+DTYPES = ("float32", "float64")
+DEVICES = ("cpu", "cuda")
+CHECKPOINT_APIS = ("checkpoint",)
+
+
+class SpecError(ValueError):
+    """A spec that cannot describe a valid network; the message says what is wrong."""
+
+
+@dataclass
+class LayerSpec:
+    """One layer: its kind (a key of `fuzz.layers.LAYER_KINDS`) and that kind's parameters."""
+
+    kind: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CheckpointSpec:
+    """Layers ``start .. stop-1`` run inside one checkpointed function."""
+
+    start: int
+    stop: int
+    api: str = "checkpoint"
+    use_reentrant: bool = False
+
+
+@dataclass
+class NetSpec:
+    """A network: input ``(batch, [seq,] features)`` of ``dtype`` on ``device``, a layer stack, checkpoints."""
+
+    features: int
+    layers: list[LayerSpec]
+    checkpoints: list[CheckpointSpec] = field(default_factory=list)
+    batch: int = 1
+    seq: int | None = None
+    dtype: str = "float32"
+    device: str = "cpu"
+    seed: int = 0
+    version: int = SPEC_VERSION
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return (self.batch, self.features) if self.seq is None else (self.batch, self.seq, self.features)
+
+    def widths(self) -> list[int]:
+        """The feature width entering each layer, then the width of the output."""
+        widths = [self.features]
+        for layer in self.layers:
+            widths.append(LAYER_KINDS[layer.kind].out_features(layer.params, widths[-1]))
+        return widths
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        return (*self.input_shape[:-1], self.widths()[-1])
+
+    def checkpointed(self, index: int) -> bool:
+        """Whether layer ``index`` runs inside a checkpoint."""
+        return any(c.start <= index < c.stop for c in self.checkpoints)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> NetSpec:
+        """Build and validate a spec from parsed JSON; raises `SpecError` naming the offending field."""
+        if not isinstance(data, dict):
+            raise SpecError(f"a spec must be a JSON object, got {type(data).__name__}")
+        try:
+            spec = cls(
+                **{
+                    **data,
+                    "layers": [LayerSpec(**layer) for layer in data.get("layers", [])],
+                    "checkpoints": [CheckpointSpec(**c) for c in data.get("checkpoints", [])],
+                }
+            )
+        except TypeError as error:
+            raise SpecError(f"malformed spec: {error}") from error
+        validate(spec)
+        return spec
+
+    @classmethod
+    def from_json(cls, text: str) -> NetSpec:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise SpecError(f"spec is not valid JSON: {error}") from error
+        return cls.from_dict(data)
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise SpecError(message)
+
+
+def _is_positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def validate(spec: NetSpec) -> None:
+    """Raise `SpecError` unless ``spec`` describes a network the builder can build and eager can run."""
+    _require(spec.version == SPEC_VERSION, f"spec version {spec.version!r} is not supported (expected {SPEC_VERSION})")
+    _require(spec.dtype in DTYPES, f"dtype {spec.dtype!r} is not one of {', '.join(DTYPES)}")
+    _require(spec.device in DEVICES, f"device {spec.device!r} is not one of {', '.join(DEVICES)}")
+    for name in ("features", "batch"):
+        _require(_is_positive_int(getattr(spec, name)), f"{name} must be a positive integer, got {getattr(spec, name)!r}")
+    _require(spec.seq is None or _is_positive_int(spec.seq), f"seq must be null or a positive integer, got {spec.seq!r}")
+    _require(isinstance(spec.seed, int) and spec.seed >= 0, f"seed must be a non-negative integer, got {spec.seed!r}")
+    _require(len(spec.layers) >= 1, "a spec needs at least one layer")
+    for index, layer in enumerate(spec.layers):
+        kind = LAYER_KINDS.get(layer.kind)
+        _require(kind is not None, f"layers[{index}]: unknown kind {layer.kind!r}; known: {', '.join(LAYER_KINDS)}")
+        expected = {p.name for p in kind.params}
+        _require(
+            set(layer.params) == expected,
+            f"layers[{index}] ({layer.kind}): params must be exactly {sorted(expected)}, got {sorted(layer.params)}",
+        )
+        for param in kind.params:
+            value = layer.params[param.name]
+            _require(param.is_valid(value), f"layers[{index}] ({layer.kind}): invalid {param.name}={value!r}")
+        _require(spec.dtype in kind.dtypes, f"layers[{index}] ({layer.kind}) does not support dtype {spec.dtype}")
+    previous_stop = 0
+    for index, ckpt in enumerate(spec.checkpoints):
+        _require(
+            isinstance(ckpt.start, int) and isinstance(ckpt.stop, int) and 0 <= ckpt.start < ckpt.stop <= len(spec.layers),
+            f"checkpoints[{index}]: segment [{ckpt.start}, {ckpt.stop}) is not inside the {len(spec.layers)} layers",
+        )
+        _require(
+            ckpt.start >= previous_stop,
+            f"checkpoints[{index}]: segment [{ckpt.start}, {ckpt.stop}) overlaps or precedes the one before; "
+            "list segments in layer order without overlap",
+        )
+        _require(ckpt.api in CHECKPOINT_APIS, f"checkpoints[{index}]: api {ckpt.api!r} is not one of {CHECKPOINT_APIS}")
+        _require(ckpt.use_reentrant is False, f"checkpoints[{index}]: use_reentrant=True is not supported yet")
+        previous_stop = ckpt.stop
