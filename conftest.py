@@ -1,0 +1,114 @@
+"""Command-line options, Hypothesis profiles and campaign bookkeeping for the fuzz harness."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import seed, settings
+
+from fuzz.campaign import CONVERTER_CHOICES, DEVICE_CHOICES, Campaign, CampaignConfig, resolve_device, summary_lines
+from fuzz.compat import incompatibility
+from fuzz.profiles import PROFILES, register_profiles
+
+CAMPAIGN = pytest.StashKey[Campaign]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fuzz", "checkpoint gradient-parity fuzzing")
+    group.addoption("--fuzz-device", default="auto", choices=DEVICE_CHOICES, help="device of the generated networks")
+    group.addoption(
+        "--converter", default="fixed", choices=CONVERTER_CHOICES,
+        help="checkpoint converter thunder uses: the meta-preserving fix, thunder's stock one, or both (A/B)",
+    )
+    group.addoption("--fuzz-artifacts", default="fuzz-artifacts", help="directory for repros and summary.json")
+    group.addoption("--fuzz-minutes", type=float, default=None, help="wall-clock budget for generating new examples")
+    group.addoption("--fuzz-timeout", type=float, default=120.0, help="seconds one example may take under thunderfx")
+    group.addoption("--fuzz-shards", type=int, default=8, help="test items the campaign is split into (for -n)")
+    group.addoption("--fuzz-database", default=".hypothesis/examples", help="directory of the Hypothesis example database")
+
+
+def _worker_id(config: pytest.Config) -> str | None:
+    workerinput = getattr(config, "workerinput", None)
+    return None if workerinput is None else workerinput["workerid"]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if reason := incompatibility():
+        raise pytest.UsageError(reason)
+    for name in ("fuzz_minutes", "fuzz_timeout"):
+        value = config.getoption(name)
+        if value is not None and value <= 0:
+            raise pytest.UsageError(f"--{name.replace('_', '-')} must be positive, got {value}")
+    if config.getoption("fuzz_shards") < 1:
+        raise pytest.UsageError(f"--fuzz-shards must be at least 1, got {config.getoption('fuzz_shards')}")
+    try:
+        device = resolve_device(config.getoption("fuzz_device"))
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+    database = Path(config.getoption("fuzz_database"))
+    try:
+        database.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise pytest.UsageError(f"--fuzz-database {database}: cannot create it ({error.strerror})") from None
+    if not os.access(database, os.W_OK):
+        raise pytest.UsageError(f"--fuzz-database {database}: directory is not writable; choose another")
+    register_profiles(database)
+    profile = config.getoption("hypothesis_profile", None) or "dev"
+    if profile not in PROFILES:
+        raise pytest.UsageError(f"--hypothesis-profile {profile!r} is not one of {', '.join(PROFILES)}")
+    settings.load_profile(profile)
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    campaign_config = CampaignConfig(
+        device=device,
+        converter=config.getoption("converter"),
+        artifacts=Path(config.getoption("fuzz_artifacts")),
+        minutes=config.getoption("fuzz_minutes"),
+        timeout_s=config.getoption("fuzz_timeout"),
+        shards=config.getoption("fuzz_shards"),
+        profile=profile,
+    )
+    campaign = Campaign(campaign_config, workers=workers)
+    if _worker_id(config) is None:
+        campaign.clear_worker_stats()
+    config.stash[CAMPAIGN] = campaign
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "shard" in metafunc.fixturenames:
+        shards = metafunc.config.stash[CAMPAIGN].config.shards
+        metafunc.parametrize("shard", range(shards), ids=[f"shard{i}" for i in range(shards)])
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.config.stash[CAMPAIGN].start_item()
+    shard = getattr(item, "callspec", None) and item.callspec.params.get("shard")
+    if shard is not None and settings.default.derandomize:
+        # Derandomized runs seed every parametrization alike; give each shard its own examples.
+        seed(shard)(item.obj)
+
+
+@pytest.fixture(scope="session")
+def campaign(request: pytest.FixtureRequest) -> Campaign:
+    """The campaign of this process: configuration, budget, statistics, artifacts."""
+    return request.config.stash[CAMPAIGN]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    campaign = session.config.stash.get(CAMPAIGN, None)
+    if campaign is not None and campaign.stats.examples:
+        campaign.write_worker_stats(_worker_id(session.config) or "main")
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    campaign = config.stash.get(CAMPAIGN, None)
+    if campaign is None or _worker_id(config) is not None:
+        return
+    summary = campaign.summary()
+    if summary["examples"]:
+        terminalreporter.section("fuzz campaign summary")
+        for line in summary_lines(summary):
+            terminalreporter.write_line(line)
+        terminalreporter.write_line(f"summary: {campaign.config.artifacts / 'summary.json'}")

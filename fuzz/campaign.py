@@ -1,0 +1,131 @@
+"""A fuzz campaign's configuration, time budget, bookkeeping and artifacts, independent of pytest."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hypothesis.control import current_build_context
+
+from fuzz.harness import Outcome
+from fuzz.oracle import ParityFailure
+from fuzz.report import CampaignStats, repro_source, write_failure
+from fuzz.spec import NetSpec
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+CONVERTER_CHOICES = ("fixed", "stock", "both")
+_WORKER_STATS = ".workers"
+
+
+def resolve_device(requested: str) -> str:
+    """``auto`` -> ``cuda`` when available else ``cpu``; raises ValueError for an unusable request."""
+    import torch
+
+    if requested not in DEVICE_CHOICES:
+        raise ValueError(f"--fuzz-device {requested!r} is not one of {', '.join(DEVICE_CHOICES)}")
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--fuzz-device cuda: no CUDA device is available here; use --fuzz-device cpu or auto")
+    return requested
+
+
+@dataclass
+class CampaignConfig:
+    """What the user chose on the command line (device already resolved)."""
+
+    device: str = "cpu"
+    converter: str = "fixed"
+    artifacts: Path = Path("fuzz-artifacts")
+    minutes: float | None = None
+    timeout_s: float | None = 120.0
+    shards: int = 8
+    profile: str = "dev"
+
+
+class Campaign:
+    """Bookkeeping of the examples one process runs, the budget for new ones, and failure artifacts.
+
+    The wall-clock budget (``minutes``) is split evenly over the test items a process runs
+    (``shards / workers`` of them), so one process or an xdist fleet ends near the budget.
+    """
+
+    def __init__(self, config: CampaignConfig, workers: int = 1) -> None:
+        self.config = config
+        self.stats = CampaignStats()
+        self.started = time.time()
+        self._item_budget_s = None if config.minutes is None else 60 * config.minutes * workers / config.shards
+        self._item_deadline = float("inf")
+        self._item_failed = False
+
+    def start_item(self) -> None:
+        """A new test item (shard) starts: it gets its share of the budget."""
+        self._item_failed = False
+        if self._item_budget_s is not None:
+            self._item_deadline = time.monotonic() + self._item_budget_s
+
+    def may_generate(self) -> bool:
+        """False once the current item's budget is spent, unless it has found a failure (its shrinking goes on)."""
+        return self._item_failed or time.monotonic() < self._item_deadline
+
+    def record(self, outcome: Outcome) -> None:
+        self.stats.record(outcome)
+        self._item_failed |= outcome.failure is not None
+
+    def on_failure(self, spec: NetSpec, failure: ParityFailure) -> str:
+        """The repro source; on Hypothesis's final (shrunk) replay also written to the artifacts directory."""
+        if current_build_context().is_final:
+            directory = write_failure(self.config.artifacts, spec, failure, self.config.converter)
+            self.stats.record_final_failure(failure, directory)
+        return repro_source(spec, failure, self.config.converter)
+
+    def write_worker_stats(self, worker: str) -> None:
+        directory = self.config.artifacts / _WORKER_STATS
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"{worker}.json").write_text(json.dumps(self.stats.to_dict()))
+
+    def summary(self) -> dict[str, Any]:
+        """Merge every worker's stats into the campaign summary and write ``<artifacts>/summary.json``."""
+        merged = CampaignStats()
+        for path in sorted((self.config.artifacts / _WORKER_STATS).glob("*.json")):
+            merged.merge(CampaignStats.from_dict(json.loads(path.read_text())))
+        wall = time.time() - self.started
+        summary = {
+            "profile": self.config.profile,
+            "device": self.config.device,
+            "converter": self.config.converter,
+            "wall_seconds": round(wall, 1),
+            **merged.to_dict(),
+            "examples_per_second": round(merged.examples / wall, 3) if wall else 0.0,
+            "seconds_per_example": round(merged.seconds / merged.examples, 3) if merged.examples else None,
+            "compiled_share": round(merged.compiled / merged.valid, 4) if merged.valid else None,
+        }
+        self.config.artifacts.mkdir(parents=True, exist_ok=True)
+        (self.config.artifacts / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        return summary
+
+    def clear_worker_stats(self) -> None:
+        for path in (self.config.artifacts / _WORKER_STATS).glob("*.json"):
+            path.unlink()
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """The campaign summary for the terminal."""
+    lines = [
+        f"{summary['examples']} examples ({summary['valid']} valid) in {summary['wall_seconds']} s "
+        f"= {summary['examples_per_second']} examples/s, {summary['seconds_per_example']} s/example "
+        f"[profile {summary['profile']}, device {summary['device']}, converter {summary['converter']}]",
+        f"thunder compiled every checkpointed region in {summary['compiled_by_thunder']}/{summary['valid']} "
+        f"valid examples (share {summary['compiled_share']}); {summary['fell_back']} fell back",
+    ]
+    if summary["converter_comparisons"]:
+        lines.append(
+            f"converter A/B: stock and fixed disagreed in {summary['converter_disagreements']}"
+            f"/{summary['converter_comparisons']} examples"
+        )
+    lines.append(f"failing examples by class (shrink steps included): {summary['failing_examples_by_class'] or 'none'}")
+    lines += [f"FAILURE {f['id']} [{f['class']}]: {f['message']}\n    repro: {f['repro']}" for f in summary["failures"]]
+    return lines

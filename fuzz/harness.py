@@ -1,0 +1,84 @@
+"""One example end to end: spec -> build -> eager and thunderfx runs -> verdict."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from fuzz.fix import use_converter
+from fuzz.model_builder import build_example
+from fuzz.oracle import ExampleTimeout, ParityFailure, ThunderCrash, judge
+from fuzz.runner import CompileReport, Deadline, run_eager, run_thunderfx, time_limit
+from fuzz.spec import NetSpec
+
+DEFAULT_TIMEOUT_S = 120.0
+
+
+@dataclass
+class Outcome:
+    """What happened to one spec. ``failure`` is set, not raised, so the caller can record it first."""
+
+    spec: NetSpec
+    valid: bool
+    compile_report: CompileReport | None = None
+    failure: ParityFailure | None = None
+    seconds: float = 0.0
+    converters_disagree: bool | None = None
+
+    @property
+    def compiled(self) -> bool:
+        """Thunder compiled every graph and every checkpointed region of the network."""
+        return self.compile_report is not None and self.compile_report.compiled_everything(len(self.spec.checkpoints))
+
+
+def _finite(result: tuple) -> bool:
+    output, grads = result
+    return all(bool(torch.isfinite(t).all()) for t in (output, *grads.values()) if t is not None)
+
+
+def _run_thunder(example, converter: str, timeout_s: float | None) -> tuple[tuple | None, CompileReport | None, ParityFailure | None]:
+    try:
+        with use_converter(converter), time_limit(timeout_s):
+            result, report = run_thunderfx(example)
+    except Deadline as deadline:
+        return None, None, ExampleTimeout(str(deadline))
+    except Exception as error:
+        crash = ThunderCrash(f"thunderfx raised {type(error).__name__}: {error}")
+        # Chained like `raise ... from error`: Hypothesis then tells crashes apart by thunder's own origin.
+        crash.__cause__ = crash.__context__ = error
+        return None, None, crash
+    return result, report, None
+
+
+def _same_results(a: tuple | None, b: tuple | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    (out_a, grads_a), (out_b, grads_b) = a, b
+    return torch.equal(out_a, out_b) and grads_a.keys() == grads_b.keys() and all(
+        (x is None and y is None) or (x is not None and y is not None and torch.equal(x, y))
+        for x, y in zip(grads_a.values(), grads_b.values())
+    )
+
+
+def check_spec(spec: NetSpec, *, converter: str = "fixed", timeout_s: float | None = DEFAULT_TIMEOUT_S) -> Outcome:
+    """Run ``spec`` eagerly and under thunderfx with ``converter`` ("fixed", "stock" or "both") and judge.
+
+    With "both", the verdict is the fixed converter's and ``converters_disagree`` says whether the
+    stock converter gave a different verdict or any bitwise different output or gradient.
+    An eager failure is a bug of the harness (specs are valid by construction) and propagates.
+    """
+    start = time.perf_counter()
+    example = build_example(spec)
+    eager = run_eager(example)
+    if not _finite(eager):
+        return Outcome(spec, valid=False, seconds=time.perf_counter() - start)
+    result, report, failure = _run_thunder(example, "fixed" if converter == "both" else converter, timeout_s)
+    failure = failure or judge(result, eager)
+    disagree = None
+    if converter == "both":
+        stock_result, _, stock_failure = _run_thunder(example, "stock", timeout_s)
+        stock_failure = stock_failure or (judge(stock_result, eager) if stock_result is not None else None)
+        disagree = type(stock_failure) is not type(failure) or not _same_results(stock_result, result)
+    return Outcome(spec, True, report, failure, time.perf_counter() - start, disagree)

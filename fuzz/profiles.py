@@ -1,0 +1,34 @@
+"""The Hypothesis profiles of the harness. Counts are per test item: the campaign has `--fuzz-shards` items."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+PROFILES = ("ci", "dev", "nightly", "replay")
+
+
+def register_profiles(database_dir: Path) -> None:
+    """Register ``ci``, ``dev``, ``nightly`` and ``replay``, all on the example database in ``database_dir``.
+
+    Registered explicitly (over Hypothesis's built-in ``ci`` profile, which drops the database)
+    so the database behaves the same with and without the CI environment variable.
+    """
+    database = DirectoryBasedExampleDatabase(database_dir)
+    common = dict(
+        deadline=None,  # the first call of every example compiles with thunder
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
+        print_blob=True,
+        report_multiple_bugs=True,
+    )
+    # ci: derandomized (Hypothesis then allows no database) and small.
+    settings.register_profile("ci", max_examples=4, derandomize=True, database=None, **common)
+    settings.register_profile("dev", max_examples=25, database=database, **common)
+    # nightly: effectively unbounded; --fuzz-minutes sets the real budget.
+    settings.register_profile("nightly", max_examples=1_000_000, database=database, **common)
+    # replay: only what the database holds, nothing new.
+    settings.register_profile(
+        "replay", max_examples=1, phases=(Phase.explicit, Phase.reuse, Phase.shrink), database=database, **common
+    )

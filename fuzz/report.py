@@ -1,0 +1,167 @@
+"""Artifacts of a campaign: a standalone repro.py and spec.json per failure, and the summary."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import fuzz.parity
+from fuzz.fix import meta_preserving_checkpoint_function_converter
+from fuzz.harness import Outcome
+from fuzz.model_builder import network_source
+from fuzz.oracle import ParityFailure
+from fuzz.spec import NetSpec
+
+_REPRO_MAIN = '''
+
+def main():
+    import copy
+    import traceback
+
+    import thunder.dynamo.utils
+    from thunder.dynamo import thunderfx
+
+    if CONVERTER == "fixed":
+        thunder.dynamo.utils._checkpoint_function_converter = meta_preserving_checkpoint_function_converter
+    net, x, cotangent = make_example()
+    eager_net = copy.deepcopy(net)
+    eager = forward_backward(eager_net, eager_net, x.detach().clone().requires_grad_(), cotangent)
+    thunder_net = copy.deepcopy(net)
+    try:
+        result = forward_backward(thunderfx(thunder_net), thunder_net, x.detach().clone().requires_grad_(), cotangent)
+    except Exception:
+        traceback.print_exc()
+        print("REPRODUCED: thunderfx raised where eager ran")
+        return 1
+    forward, gradients = compare(result, eager)
+    for line in forward + gradients:
+        print(line)
+    if forward or gradients:
+        print(f"REPRODUCED: {len(forward)} forward and {len(gradients)} gradient mismatches")
+        return 1
+    print("NOT REPRODUCED: thunderfx matches eager")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def failure_id(spec: NetSpec, failure: ParityFailure) -> str:
+    """A stable id: the failure class and a hash of the (shrunk) spec."""
+    digest = hashlib.sha1(json.dumps(spec.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
+    return f"{failure.failure_class}-{digest}"
+
+
+def repro_source(spec: NetSpec, failure: ParityFailure, converter: str) -> str:
+    """A standalone script (plain torch + thunder) that exits 1 when the failure reproduces and 0 when not."""
+    summary = str(failure).splitlines()[0] if str(failure) else ""
+    converter_source = inspect.getsource(meta_preserving_checkpoint_function_converter) if converter == "fixed" else ""
+    return (
+        f'"""Repro: {failure.failure_class} of thunderfx against eager PyTorch (converter: {converter}).\n\n'
+        f"First observed: {summary}\n"
+        'Exits 1 when the divergence reproduces, 0 when it does not. Needs only torch and lightning-thunder.\n"""\n\n'
+        "import sys\n\n"
+        + network_source(spec)
+        + f"\n\nCONVERTER = {converter!r}\n\n\n"
+        + inspect.getsource(fuzz.parity)
+        + ("\n\n\n" + converter_source if converter_source else "")
+        + _REPRO_MAIN
+    )
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_failure(artifacts: Path, spec: NetSpec, failure: ParityFailure, converter: str) -> Path:
+    """Write ``<artifacts>/<failure-id>/{spec.json,repro.py,failure.txt}``; returns that directory."""
+    directory = artifacts / failure_id(spec, failure)
+    directory.mkdir(parents=True, exist_ok=True)
+    _write_atomically(directory / "spec.json", spec.to_json() + "\n")
+    _write_atomically(directory / "repro.py", repro_source(spec, failure, converter))
+    _write_atomically(directory / "failure.txt", f"{type(failure).__name__}: {failure}\n")
+    return directory
+
+
+@dataclass
+class CampaignStats:
+    """Counters of one process's examples; merged across xdist workers for the summary."""
+
+    examples: int = 0
+    valid: int = 0
+    compiled: int = 0
+    fell_back: int = 0
+    seconds: float = 0.0
+    converter_disagreements: int = 0
+    converter_comparisons: int = 0
+    failing_examples: Counter = field(default_factory=Counter)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+    def record(self, outcome: Outcome) -> None:
+        self.examples += 1
+        self.seconds += outcome.seconds
+        if not outcome.valid:
+            return
+        self.valid += 1
+        if outcome.compiled:
+            self.compiled += 1
+        elif outcome.compile_report is not None:
+            self.fell_back += 1
+        if outcome.failure is not None:
+            self.failing_examples[outcome.failure.failure_class] += 1
+        if outcome.converters_disagree is not None:
+            self.converter_comparisons += 1
+            self.converter_disagreements += outcome.converters_disagree
+
+    def record_final_failure(self, failure: ParityFailure, directory: Path) -> None:
+        self.failures.append(
+            {
+                "id": directory.name,
+                "class": failure.failure_class,
+                "message": str(failure).splitlines()[0] if str(failure) else "",
+                "repro": str(directory / "repro.py"),
+            }
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "examples": self.examples,
+            "valid": self.valid,
+            "compiled_by_thunder": self.compiled,
+            "fell_back": self.fell_back,
+            "seconds": round(self.seconds, 3),
+            "converter_comparisons": self.converter_comparisons,
+            "converter_disagreements": self.converter_disagreements,
+            "failing_examples_by_class": dict(self.failing_examples),
+            "failures": self.failures,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CampaignStats:
+        return cls(
+            examples=data["examples"],
+            valid=data["valid"],
+            compiled=data["compiled_by_thunder"],
+            fell_back=data["fell_back"],
+            seconds=data["seconds"],
+            converter_comparisons=data["converter_comparisons"],
+            converter_disagreements=data["converter_disagreements"],
+            failing_examples=Counter(data["failing_examples_by_class"]),
+            failures=list(data["failures"]),
+        )
+
+    def merge(self, other: CampaignStats) -> None:
+        for name in ("examples", "valid", "compiled", "fell_back", "seconds", "converter_comparisons", "converter_disagreements"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.failing_examples += other.failing_examples
+        self.failures += other.failures

@@ -1,0 +1,98 @@
+"""Run one example eagerly and under thunderfx, and report what thunder actually compiled."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+from fuzz.model_builder import Example
+from fuzz.parity import forward_backward
+
+_CHECKPOINT_OP = torch.ops.higher_order.tag_activation_checkpoint
+
+
+@dataclass
+class CompileReport:
+    """What thunderfx did with the network: how many dynamo graphs, which regions thunder compiled."""
+
+    graphs: int = 0
+    thunder_checkpoints: int = 0
+    fallback_checkpoints: int = 0
+    fallback_submodules: int = 0
+    split_reasons: list[str] = field(default_factory=list)
+
+    def compiled_everything(self, expected_checkpoints: int) -> bool:
+        """Thunder compiled every graph and all ``expected_checkpoints`` checkpointed regions."""
+        return self.graphs > 0 and self.fallback_submodules == 0 and self.thunder_checkpoints == expected_checkpoints
+
+
+def _compile_report(backend) -> CompileReport:
+    report = CompileReport(graphs=len(backend.subgraph_infos))
+    for info in backend.subgraph_infos:
+        report.split_reasons += [str(reason.info) for reason in info.split_reasons or ()]
+        for submodule, compiled in info.submodule_to_compiled_functions.items():
+            checkpoints = len(submodule.graph.find_nodes(op="call_function", target=_CHECKPOINT_OP))
+            if compiled.compiler.name == "THUNDER":
+                report.thunder_checkpoints += checkpoints
+            else:
+                report.fallback_checkpoints += checkpoints
+                report.fallback_submodules += 1
+    return report
+
+
+def _fresh_copy(example: Example) -> tuple[torch.nn.Module, torch.Tensor]:
+    return copy.deepcopy(example.net), example.input.detach().clone().requires_grad_()
+
+
+def run_eager(example: Example) -> tuple:
+    """``(output, grads)`` of plain eager PyTorch on a copy of the example."""
+    net, x = _fresh_copy(example)
+    return forward_backward(net, net, x, example.cotangent)
+
+
+def run_thunderfx(example: Example) -> tuple[tuple, CompileReport]:
+    """``(output, grads)`` of `thunder.dynamo.thunderfx` on a copy of the example, and its `CompileReport`.
+
+    Dynamo is reset first: its per-code-object cache would otherwise hit the recompile limit
+    after a few examples and silently run eager from then on.
+    """
+    from thunder.dynamo import thunderfx
+
+    torch._dynamo.reset()
+    net, x = _fresh_copy(example)
+    compiled = thunderfx(net)
+    result = forward_backward(compiled, net, x, example.cotangent)
+    return result, _compile_report(compiled._backend)
+
+
+class Deadline(BaseException):
+    """Raised by `time_limit` when time is up.
+
+    A BaseException, like KeyboardInterrupt, so that thunder's and dynamo's ``except Exception``
+    fallbacks cannot swallow it and turn a hung compile into a silent eager fallback.
+    """
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise `Deadline` in the block after ``seconds`` of wall clock (no limit when None or off the main thread)."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise Deadline(f"exceeded the per-example time limit of {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

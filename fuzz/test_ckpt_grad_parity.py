@@ -1,0 +1,44 @@
+"""The property: thunderfx (with the chosen checkpoint converter) matches eager on outputs and every gradient."""
+
+from hypothesis import event, given, note, reject
+from hypothesis import strategies as st
+
+from fuzz.campaign import Campaign
+from fuzz.harness import check_spec
+from fuzz.spec import NetSpec
+from fuzz.strategies import net_specs
+
+
+def _specs(campaign: Campaign) -> st.SearchStrategy[NetSpec]:
+    return net_specs(device=campaign.config.device)
+
+
+def _events(spec: NetSpec) -> None:
+    event(f"dtype {spec.dtype}")
+    event(f"{len(spec.layers)} layers")
+    event(f"{len(spec.checkpoints)} checkpoints")
+    for kind in sorted({layer.kind for layer in spec.layers}):
+        event(f"layer {kind}")
+    for kind in sorted({layer.kind for i, layer in enumerate(spec.layers) if spec.checkpointed(i)}):
+        event(f"checkpointed layer {kind}")
+
+
+@given(data=st.data())
+def test_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -> None:
+    # `shard` only splits the campaign into several test items so xdist can spread it over workers.
+    if not campaign.may_generate():
+        reject()
+    spec = data.draw(_specs(campaign), label="spec")
+    _events(spec)
+    outcome = check_spec(spec, converter=campaign.config.converter, timeout_s=campaign.config.timeout_s)
+    campaign.record(outcome)
+    if not outcome.valid:
+        event("invalid: eager produced non-finite values")
+        reject()
+    event("thunder compiled every checkpointed region" if outcome.compiled else "thunder fell back")
+    if outcome.converters_disagree:
+        event("stock and fixed converters disagree")
+    if outcome.failure is not None:
+        note(f"spec.json:\n{spec.to_json()}")
+        note(f"repro.py:\n{campaign.on_failure(spec, outcome.failure)}")
+        raise outcome.failure
