@@ -112,3 +112,12 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         for line in summary_lines(summary):
             terminalreporter.write_line(line)
         terminalreporter.write_line(f"summary: {campaign.config.artifacts / 'summary.json'}")
+
+
+@pytest.fixture
+def fixed_converter():
+    """Thunder runs with the meta-preserving checkpoint converter for the test, then the previous one is back."""
+    from fuzz.fix import use_converter
+
+    with use_converter("fixed") as converter:
+        yield converter

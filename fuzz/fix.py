@@ -8,6 +8,7 @@ thunder uses for every checkpointed region it compiles afterwards.
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from collections.abc import Callable, Iterator
 
@@ -45,6 +46,7 @@ def meta_preserving_checkpoint_function_converter(gm: torch.fx.GraphModule) -> N
     recompile_graph(gm)
 
 
+@functools.cache
 def stock_converter_preserves_meta() -> bool:
     """Whether the installed thunder's own converter already keeps node meta (then the fix is a no-op)."""
     gm = torch.fx.symbolic_trace(lambda x: torch.tanh(x))

@@ -83,7 +83,7 @@ def net_specs(
     dtype = draw(st.sampled_from(dtypes))
     usable = [LAYER_KINDS[name] for name in (kinds or LAYER_KINDS) if dtype in LAYER_KINDS[name].dtypes]
     batch = draw(st.integers(1, 4))
-    seq = draw(st.none() | st.integers(1, 8))
+    seq = draw(st.integers(1, 8)) if draw(st.booleans()) else None
     features = draw(st.integers(1, max_dim))
     layers = [draw(layer_specs(usable, max_dim))]
     while len(layers) < max_layers and (layer := draw(_another_layer(usable, max_dim))) is not None:

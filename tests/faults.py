@@ -1,0 +1,57 @@
+"""Faults injected into thunder to prove the harness catches them (also usable as a pytest plugin).
+
+A fault replaces the thunder op that `_checkpoint_function_converter` substitutes for one torch
+op. That mapping is used only inside checkpointed functions, so the fault appears only there.
+As a plugin (`-p tests.faults`), the fault named by $FUZZ_INJECT_FAULT is installed for the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+import torch
+from thunder.dynamo.utils import _torch_to_thunder_function_map
+
+# Adding then subtracting a huge constant rounds to exactly zero in the forward (any float
+# dtype) but has derivative 1, so `y + (k - 1) * ((y + C) - C)` keeps y's value and scales its
+# gradient by k.
+_HUGE = 2.0**100
+
+
+def _scaled_gradient(op, factor: float):
+    def faulty(*args, **kwargs):
+        y = op(*args, **kwargs)
+        return y + (factor - 1.0) * ((y + _HUGE) - _HUGE)
+
+    faulty.__name__ = f"faulty_{getattr(op, '__name__', 'op')}"
+    return faulty
+
+
+FAULTS = {
+    "tanh-grad-x2": (torch.tanh, 2.0),
+    "tanh-grad-x1.001": (torch.tanh, 1.001),
+}
+
+
+@contextlib.contextmanager
+def injected(name: str) -> Iterator[None]:
+    """Within the block, thunder computes the gradient of the faulted op, inside checkpoints only, wrongly."""
+    torch_op, factor = FAULTS[name]
+    original = _torch_to_thunder_function_map[torch_op]
+    _torch_to_thunder_function_map[torch_op] = _scaled_gradient(original, factor)
+    try:
+        yield
+    finally:
+        _torch_to_thunder_function_map[torch_op] = original
+
+
+def install(name: str) -> None:
+    """Inject fault ``name`` for the rest of the process."""
+    injected(name).__enter__()
+
+
+def pytest_configure(config) -> None:
+    if name := os.environ.get("FUZZ_INJECT_FAULT"):
+        install(name)

@@ -1,0 +1,67 @@
+"""The strategies draw valid specs that round-trip through JSON and shrink toward the smallest network."""
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, find, given, settings
+
+from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec, SpecError, validate
+from fuzz.strategies import net_specs
+
+_FAST = settings(max_examples=200, database=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@_FAST
+@given(net_specs())
+def test_specs_are_valid_and_round_trip_through_json(spec):
+    validate(spec)
+    assert NetSpec.from_json(spec.to_json()) == spec
+    covered = [i for c in spec.checkpoints for i in range(c.start, c.stop)]
+    assert len(covered) == len(set(covered)), "checkpoint segments overlap"
+    assert spec.widths()[0] == spec.features and len(spec.widths()) == len(spec.layers) + 1
+
+
+def _has_checkpointed(kind: str):
+    return lambda spec: any(layer.kind == kind and spec.checkpointed(i) for i, layer in enumerate(spec.layers))
+
+
+@pytest.mark.parametrize("kind", ["tanh", "layer_norm", "residual"])
+def test_shrinks_to_that_one_layer_inside_one_checkpoint_at_the_smallest_dims(kind):
+    smallest = find(net_specs(), _has_checkpointed(kind), settings=settings(database=None, max_examples=2000))
+    assert len(smallest.layers) == 1 and smallest.layers[0].kind == kind
+    assert smallest.checkpoints == [CheckpointSpec(0, 1)]
+    assert (smallest.features, smallest.batch, smallest.seq, smallest.dtype, smallest.seed) == (1, 1, None, "float32", 0)
+    assert all(v in (1, False, "relu") for v in smallest.layers[0].params.values())
+
+
+def test_shrinks_toward_fewer_checkpoints():
+    two_layers = find(net_specs(), lambda s: len(s.layers) >= 2, settings=settings(database=None))
+    assert len(two_layers.layers) == 2 and two_layers.checkpoints == []
+
+
+def _spec_json(**changes) -> str:
+    data = NetSpec(features=2, layers=[LayerSpec("linear", {"out_features": 3, "bias": False})]).to_dict()
+    data.update(changes)
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{", "spec is not valid JSON"),
+        ("[]", "a spec must be a JSON object, got list"),
+        (_spec_json(dtype="float8"), "dtype 'float8' is not one of float32, float64"),
+        (_spec_json(device="tpu"), "device 'tpu' is not one of cpu, cuda"),
+        (_spec_json(features=0), "features must be a positive integer, got 0"),
+        (_spec_json(layers=[{"kind": "conv"}]), "layers[0]: unknown kind 'conv'"),
+        (_spec_json(layers=[{"kind": "linear", "params": {"out_features": 2}}]), "params must be exactly"),
+        (_spec_json(layers=[{"kind": "linear", "params": {"out_features": 0, "bias": 1}}]), "invalid out_features=0"),
+        (_spec_json(checkpoints=[{"start": 0, "stop": 2}]), "segment [0, 2) is not inside the 1 layers"),
+        (_spec_json(colour="red"), "malformed spec"),
+        (_spec_json(version=9), "spec version 9 is not supported"),
+    ],
+)
+def test_malformed_specs_get_a_one_line_error_naming_the_field(text, message):
+    with pytest.raises(SpecError) as error:
+        NetSpec.from_json(text)
+    assert message in str(error.value) and "\n" not in str(error.value)
