@@ -72,14 +72,14 @@ class Campaign:
         return self._item_failed or time.monotonic() < self._item_deadline
 
     def record(self, outcome: Outcome) -> None:
-        self.stats.record(outcome)
+        self.stats.record(outcome, time.time() - self.started)
         self._item_failed |= outcome.failure is not None
 
     def on_failure(self, spec: NetSpec, failure: ParityFailure) -> str:
         """The repro source; on Hypothesis's final (shrunk) replay also written to the artifacts directory."""
         if current_build_context().is_final:
             directory = write_failure(self.config.artifacts, spec, failure, self.config.converter)
-            self.stats.record_final_failure(failure, directory)
+            self.stats.record_final_failure(failure, directory, time.time() - self.started)
         return repro_source(spec, failure, self.config.converter)
 
     def write_worker_stats(self, worker: str) -> None:
@@ -127,5 +127,10 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             f"/{summary['converter_comparisons']} examples"
         )
     lines.append(f"failing examples by class (shrink steps included): {summary['failing_examples_by_class'] or 'none'}")
-    lines += [f"FAILURE {f['id']} [{f['class']}]: {f['message']}\n    repro: {f['repro']}" for f in summary["failures"]]
+    if first := summary["first_failure"]:
+        lines.append(f"first failure after {first['after_s']} s (example {first['example']})")
+    lines += [
+        f"FAILURE {f['id']} [{f['class']}] shrunk after {f['shrunk_after_s']} s: {f['message']}\n    repro: {f['repro']}"
+        for f in summary["failures"]
+    ]
     return lines

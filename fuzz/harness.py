@@ -10,7 +10,7 @@ import torch
 from fuzz.fix import use_converter
 from fuzz.model_builder import build_example
 from fuzz.oracle import ExampleTimeout, ParityFailure, ThunderCrash, judge
-from fuzz.runner import CompileReport, Deadline, run_eager, run_thunderfx, time_limit
+from fuzz.runner import CompileReport, Deadline, run_eager, run_reference, run_thunderfx, time_limit
 from fuzz.spec import NetSpec
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -74,11 +74,12 @@ def check_spec(spec: NetSpec, *, converter: str = "fixed", timeout_s: float | No
     eager = run_eager(example)
     if not _finite(eager):
         return Outcome(spec, valid=False, seconds=time.perf_counter() - start)
+    reference = run_reference(example)
     result, report, failure = _run_thunder(example, "fixed" if converter == "both" else converter, timeout_s)
-    failure = failure or judge(result, eager)
+    failure = failure or judge(result, eager, reference)
     disagree = None
     if converter == "both":
         stock_result, _, stock_failure = _run_thunder(example, "stock", timeout_s)
-        stock_failure = stock_failure or (judge(stock_result, eager) if stock_result is not None else None)
+        stock_failure = stock_failure or judge(stock_result, eager, reference)
         disagree = type(stock_failure) is not type(failure) or not _same_results(stock_result, result)
     return Outcome(spec, True, report, failure, time.perf_counter() - start, disagree)

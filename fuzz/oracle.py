@@ -41,9 +41,12 @@ class ExampleTimeout(ParityFailure):
     failure_class = "timeout"
 
 
-def judge(thunder_result: tuple, eager_result: tuple) -> ParityFailure | None:
-    """The failure (not raised) when ``thunder_result`` diverges from ``eager_result``, else None."""
-    forward, gradients = compare(thunder_result, eager_result)
+def judge(thunder_result: tuple, eager_result: tuple, reference_result: tuple | None = None) -> ParityFailure | None:
+    """The failure (not raised) when ``thunder_result`` diverges from eager, else None.
+
+    ``reference_result`` is the float64 eager run for lower-precision networks (see `fuzz.parity`).
+    """
+    forward, gradients = compare(thunder_result, eager_result, reference_result)
     if forward:
         return ForwardDivergence("\n".join(forward + gradients))
     if gradients:

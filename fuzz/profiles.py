@@ -19,6 +19,9 @@ def register_profiles(database_dir: Path) -> None:
     database = DirectoryBasedExampleDatabase(database_dir)
     common = dict(
         deadline=None,  # the first call of every example compiles with thunder
+        # No explain phase: it re-runs the failure many times under a line tracer, which makes
+        # thunder's Python interpreter crawl (minutes) for a report our repro.py makes redundant.
+        phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink),
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
         print_blob=True,
         report_multiple_bugs=True,
@@ -30,5 +33,5 @@ def register_profiles(database_dir: Path) -> None:
     settings.register_profile("nightly", max_examples=1_000_000, database=database, **common)
     # replay: only what the database holds, nothing new.
     settings.register_profile(
-        "replay", max_examples=1, phases=(Phase.explicit, Phase.reuse, Phase.shrink), database=database, **common
+        "replay", parent=settings(max_examples=1, database=database, **common), phases=(Phase.explicit, Phase.reuse, Phase.shrink)
     )

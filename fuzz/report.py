@@ -32,6 +32,7 @@ def main():
     net, x, cotangent = make_example()
     eager_net = copy.deepcopy(net)
     eager = forward_backward(eager_net, eager_net, x.detach().clone().requires_grad_(), cotangent)
+    reference = float64_reference(net, x, cotangent) if DTYPE != torch.float64 else None
     thunder_net = copy.deepcopy(net)
     try:
         result = forward_backward(thunderfx(thunder_net), thunder_net, x.detach().clone().requires_grad_(), cotangent)
@@ -39,7 +40,7 @@ def main():
         traceback.print_exc()
         print("REPRODUCED: thunderfx raised where eager ran")
         return 1
-    forward, gradients = compare(result, eager)
+    forward, gradients = compare(result, eager, reference)
     for line in forward + gradients:
         print(line)
     if forward or gradients:
@@ -106,10 +107,14 @@ class CampaignStats:
     converter_comparisons: int = 0
     failing_examples: Counter = field(default_factory=Counter)
     failures: list[dict[str, Any]] = field(default_factory=list)
+    first_failure: dict[str, Any] | None = None
 
-    def record(self, outcome: Outcome) -> None:
+    def record(self, outcome: Outcome, elapsed_s: float) -> None:
+        """Count ``outcome``; ``elapsed_s`` is the campaign's age when it ended."""
         self.examples += 1
         self.seconds += outcome.seconds
+        if outcome.failure is not None and self.first_failure is None:
+            self.first_failure = {"after_s": round(elapsed_s, 2), "example": self.examples}
         if not outcome.valid:
             return
         self.valid += 1
@@ -123,13 +128,16 @@ class CampaignStats:
             self.converter_comparisons += 1
             self.converter_disagreements += outcome.converters_disagree
 
-    def record_final_failure(self, failure: ParityFailure, directory: Path) -> None:
+    def record_final_failure(self, failure: ParityFailure, directory: Path, elapsed_s: float) -> None:
+        """A failure Hypothesis finished shrinking, ``elapsed_s`` into the campaign, written to ``directory``."""
         self.failures.append(
             {
                 "id": directory.name,
                 "class": failure.failure_class,
                 "message": str(failure).splitlines()[0] if str(failure) else "",
                 "repro": str(directory / "repro.py"),
+                "shrunk_after_s": round(elapsed_s, 2),
+                "after_examples": self.examples,
             }
         )
 
@@ -143,6 +151,7 @@ class CampaignStats:
             "converter_comparisons": self.converter_comparisons,
             "converter_disagreements": self.converter_disagreements,
             "failing_examples_by_class": dict(self.failing_examples),
+            "first_failure": self.first_failure,
             "failures": self.failures,
         }
 
@@ -158,6 +167,7 @@ class CampaignStats:
             converter_disagreements=data["converter_disagreements"],
             failing_examples=Counter(data["failing_examples_by_class"]),
             failures=list(data["failures"]),
+            first_failure=data["first_failure"],
         )
 
     def merge(self, other: CampaignStats) -> None:
@@ -165,3 +175,5 @@ class CampaignStats:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.failing_examples += other.failing_examples
         self.failures += other.failures
+        if other.first_failure and (not self.first_failure or other.first_failure["after_s"] < self.first_failure["after_s"]):
+            self.first_failure = other.first_failure

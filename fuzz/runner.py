@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from fuzz.model_builder import Example
-from fuzz.parity import forward_backward
+from fuzz.parity import float64_reference, forward_backward
 
 _CHECKPOINT_OP = torch.ops.higher_order.tag_activation_checkpoint
 
@@ -54,6 +54,13 @@ def run_eager(example: Example) -> tuple:
     """``(output, grads)`` of plain eager PyTorch on a copy of the example."""
     net, x = _fresh_copy(example)
     return forward_backward(net, net, x, example.cotangent)
+
+
+def run_reference(example: Example) -> tuple | None:
+    """``(output, grads)`` of eager in float64 for a lower-precision example; None for a float64 one."""
+    if example.input.dtype == torch.float64:
+        return None
+    return float64_reference(example.net, example.input, example.cotangent)
 
 
 def run_thunderfx(example: Example) -> tuple[tuple, CompileReport]:

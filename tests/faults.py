@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from thunder.dynamo.utils import _torch_to_thunder_function_map
@@ -35,21 +35,22 @@ FAULTS = {
 }
 
 
-@contextlib.contextmanager
-def injected(name: str) -> Iterator[None]:
-    """Within the block, thunder computes the gradient of the faulted op, inside checkpoints only, wrongly."""
+def install(name: str) -> Callable[[], None]:
+    """Inject fault ``name``: thunder computes that op's gradient wrongly, inside checkpoints only; returns the undo."""
     torch_op, factor = FAULTS[name]
     original = _torch_to_thunder_function_map[torch_op]
     _torch_to_thunder_function_map[torch_op] = _scaled_gradient(original, factor)
+    return lambda: _torch_to_thunder_function_map.__setitem__(torch_op, original)
+
+
+@contextlib.contextmanager
+def injected(name: str) -> Iterator[None]:
+    """Fault ``name`` injected within the block only."""
+    undo = install(name)
     try:
         yield
     finally:
-        _torch_to_thunder_function_map[torch_op] = original
-
-
-def install(name: str) -> None:
-    """Inject fault ``name`` for the rest of the process."""
-    injected(name).__enter__()
+        undo()
 
 
 def pytest_configure(config) -> None:

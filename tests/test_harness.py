@@ -1,0 +1,84 @@
+"""One example end to end on real thunder: verdicts, failure classes, compile reports, converter A/B."""
+
+import time
+
+import pytest
+import thunder.dynamo.splitter
+import torch
+from thunder.dynamo.utils import _torch_to_thunder_function_map
+
+from fuzz.harness import check_spec
+from fuzz.oracle import ExampleTimeout, GradientDivergence, ThunderCrash
+from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
+from tests.faults import injected
+
+
+def _spec(*kinds, checkpoints=((0, 1),), dtype="float32", features=3) -> NetSpec:
+    return NetSpec(
+        features=features, batch=2, dtype=dtype, layers=[LayerSpec(k) for k in kinds],
+        checkpoints=[CheckpointSpec(a, b) for a, b in checkpoints],
+    )
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_healthy_network_passes_and_thunder_compiled_the_checkpoint(dtype):
+    outcome = check_spec(_spec("tanh", "gelu", checkpoints=[(0, 2)], dtype=dtype))
+    assert outcome.valid and outcome.failure is None
+    assert outcome.compiled and outcome.compile_report.thunder_checkpoints == 1
+
+
+def test_cancellation_noise_is_not_a_divergence():
+    # Found by the fuzzer: LayerNorm of a 1-feature Linear makes the input gradient a near-total
+    # cancellation; eager and thunder are equally far from float64 there (~5e-7 on ~7e-5).
+    spec = NetSpec(features=1, layers=[LayerSpec("linear", {"out_features": 38, "bias": False}),
+                                      LayerSpec("layer_norm", {"elementwise_affine": False})])
+    assert check_spec(spec).failure is None
+
+
+@pytest.mark.parametrize("fault", ["tanh-grad-x2", "tanh-grad-x1.001"])
+def test_a_gradient_fault_inside_a_checkpoint_is_a_gradient_divergence(fault):
+    with injected(fault):
+        inside = check_spec(_spec("tanh"))
+        outside = check_spec(_spec("tanh", checkpoints=()))
+    assert isinstance(inside.failure, GradientDivergence) and "grad of input" in str(inside.failure)
+    assert outside.failure is None
+
+
+def _raises(*args, **kwargs):
+    raise NotImplementedError("injected")
+
+
+def test_a_thunder_exception_is_a_crash_chained_to_its_cause(monkeypatch):
+    monkeypatch.setattr(thunder.dynamo.splitter, "checkpoint_converter", _raises)
+    failure = check_spec(_spec("tanh")).failure
+    assert isinstance(failure, ThunderCrash) and "injected" in str(failure)
+    assert failure.__cause__ is failure.__context__ is not None
+
+
+def test_a_region_thunder_rejects_is_reported_as_a_fallback_not_a_pass(monkeypatch):
+    # The splitter probes each op of a checkpoint body; one that raises sends the region elsewhere.
+    monkeypatch.setitem(_torch_to_thunder_function_map, torch.tanh, _raises)
+    outcome = check_spec(_spec("relu", "tanh", checkpoints=[(1, 2)]))
+    assert outcome.failure is None and not outcome.compiled
+    assert outcome.compile_report.fallback_checkpoints == 1 and outcome.compile_report.thunder_checkpoints == 0
+
+
+def test_a_hung_compile_is_a_timeout(monkeypatch):
+    def hangs(a):
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            pass
+        return a
+
+    monkeypatch.setitem(_torch_to_thunder_function_map, torch.tanh, hangs)
+    start = time.monotonic()
+    failure = check_spec(_spec("tanh"), timeout_s=2).failure
+    assert isinstance(failure, ExampleTimeout) and time.monotonic() - start < 30
+
+
+def test_converter_ab_runs_both_and_reports_agreement():
+    outcome = check_spec(_spec("tanh", "relu", checkpoints=[(0, 2)]), converter="both")
+    assert outcome.failure is None and outcome.converters_disagree is False
+    with injected("tanh-grad-x2"):
+        faulty = check_spec(_spec("tanh"), converter="both")
+    assert isinstance(faulty.failure, GradientDivergence) and faulty.converters_disagree is False
