@@ -19,14 +19,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("fuzz", "checkpoint gradient-parity fuzzing")
     group.addoption("--fuzz-device", default="auto", choices=DEVICE_CHOICES, help="device of the generated networks")
     group.addoption(
-        "--converter", default="fixed", choices=CONVERTER_CHOICES,
+        "--converter",
+        default="fixed",
+        choices=CONVERTER_CHOICES,
         help="checkpoint converter thunder uses: the meta-preserving fix, thunder's stock one, or both (A/B)",
     )
     group.addoption("--fuzz-artifacts", default="fuzz-artifacts", help="directory for repros and summary.json")
     group.addoption("--fuzz-minutes", type=float, default=None, help="wall-clock budget for generating new examples")
     group.addoption("--fuzz-timeout", type=float, default=120.0, help="seconds one example may take under thunderfx")
     group.addoption("--fuzz-shards", type=int, default=8, help="test items the campaign is split into (for -n)")
-    group.addoption("--fuzz-database", default=".hypothesis/examples", help="directory of the Hypothesis example database")
+    group.addoption(
+        "--fuzz-database", default=".hypothesis/examples", help="directory of the Hypothesis example database"
+    )
 
 
 def _worker_id(config: pytest.Config) -> str | None:

@@ -130,7 +130,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     if first := summary["first_failure"]:
         lines.append(f"first failure after {first['after_s']} s (example {first['example']})")
     lines += [
-        f"FAILURE {f['id']} [{f['class']}] shrunk after {f['shrunk_after_s']} s: {f['message']}\n    repro: {f['repro']}"
+        f"FAILURE {f['id']} [{f['class']}] shrunk after {f['shrunk_after_s']} s: {f['message']}\n"
+        f"    repro: {f['repro']}"
         for f in summary["failures"]
     ]
     return lines

@@ -15,7 +15,8 @@ def incompatibility() -> str | None:
         torch_version = Version(version("torch"))
         thunder_version = Version(version("lightning-thunder"))
     except PackageNotFoundError as missing:
-        return f"{missing.name} is not installed; run `make setup` (pins torch {VERIFIED['torch']}, lightning-thunder {VERIFIED['lightning-thunder']})"
+        pins = f"torch {VERIFIED['torch']}, lightning-thunder {VERIFIED['lightning-thunder']}"
+        return f"{missing.name} is not installed; run `make setup` (pins {pins})"
     if thunder_version <= Version("0.2.6") and torch_version.release[:2] >= (2, 12):
         return (
             f"torch {torch_version} is incompatible with lightning-thunder {thunder_version} "

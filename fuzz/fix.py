@@ -12,8 +12,8 @@ import functools
 import warnings
 from collections.abc import Callable, Iterator
 
-import torch
 import thunder.dynamo.utils as thunder_dynamo_utils
+import torch
 
 CONVERTERS = ("fixed", "stock")
 
@@ -38,7 +38,9 @@ def meta_preserving_checkpoint_function_converter(gm: torch.fx.GraphModule) -> N
         if n.target not in _torch_to_thunder_function_map:
             raise RuntimeError(f"Unexpected {n.target}, not registered in Thunder")
         with gm.graph.inserting_before(n):
-            thunder_node = gm.graph.call_function(_torch_to_thunder_function_map[n.target], args=n.args, kwargs=n.kwargs)
+            thunder_node = gm.graph.call_function(
+                _torch_to_thunder_function_map[n.target], args=n.args, kwargs=n.kwargs
+            )
         thunder_node.meta = n.meta.copy()
         n.replace_all_uses_with(thunder_node)
         gm.graph.erase_node(n)
@@ -63,7 +65,10 @@ def converter_for(name: str) -> Callable[[torch.fx.GraphModule], None]:
         return STOCK_CONVERTER
     if name == "fixed":
         if stock_converter_preserves_meta():
-            warnings.warn("installed thunder already preserves node meta in its checkpoint converter; the fix is a no-op")
+            warnings.warn(
+                "installed thunder already preserves node meta in its checkpoint converter; the fix is a no-op",
+                stacklevel=2,
+            )
             return STOCK_CONVERTER
         return meta_preserving_checkpoint_function_converter
     raise ValueError(f"unknown converter {name!r}: choose one of {', '.join(CONVERTERS)}")

@@ -38,7 +38,9 @@ def _finite(result: tuple) -> bool:
     return all(bool(torch.isfinite(t).all()) for t in (output, *grads.values()) if t is not None)
 
 
-def _run_thunder(example, converter: str, timeout_s: float | None) -> tuple[tuple | None, CompileReport | None, ParityFailure | None]:
+def _run_thunder(
+    example, converter: str, timeout_s: float | None
+) -> tuple[tuple | None, CompileReport | None, ParityFailure | None]:
     try:
         with use_converter(converter), time_limit(timeout_s):
             result, report = run_thunderfx(example)
@@ -56,9 +58,13 @@ def _same_results(a: tuple | None, b: tuple | None) -> bool:
     if a is None or b is None:
         return a is b
     (out_a, grads_a), (out_b, grads_b) = a, b
-    return torch.equal(out_a, out_b) and grads_a.keys() == grads_b.keys() and all(
-        (x is None and y is None) or (x is not None and y is not None and torch.equal(x, y))
-        for x, y in zip(grads_a.values(), grads_b.values())
+    return (
+        torch.equal(out_a, out_b)
+        and grads_a.keys() == grads_b.keys()
+        and all(
+            (x is None and y is None) or (x is not None and y is not None and torch.equal(x, y))
+            for x, y in zip(grads_a.values(), grads_b.values(), strict=True)
+        )
     )
 
 

@@ -46,9 +46,7 @@ def _forward_lines(spec: NetSpec) -> list[str]:
             methods += [f"def checkpointed{number}(self, x):"]
             methods += [f"{_INDENT}x = self.layer{i}(x)" for i in range(ckpt.start, ckpt.stop)]
             methods += [f"{_INDENT}return x", ""]
-            forward.append(
-                f"{_INDENT}x = checkpoint(self.checkpointed{number}, x, use_reentrant={ckpt.use_reentrant})"
-            )
+            forward.append(f"{_INDENT}x = checkpoint(self.checkpointed{number}, x, use_reentrant={ckpt.use_reentrant})")
             index = ckpt.stop
         else:
             forward.append(f"{_INDENT}x = self.layer{index}(x)")

@@ -33,5 +33,7 @@ def register_profiles(database_dir: Path) -> None:
     settings.register_profile("nightly", max_examples=1_000_000, database=database, **common)
     # replay: only what the database holds, nothing new.
     settings.register_profile(
-        "replay", parent=settings(max_examples=1, database=database, **common), phases=(Phase.explicit, Phase.reuse, Phase.shrink)
+        "replay",
+        parent=settings(max_examples=1, database=database, **common),
+        phases=(Phase.explicit, Phase.reuse, Phase.shrink),
     )

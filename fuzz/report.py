@@ -18,7 +18,7 @@ from fuzz.model_builder import network_source
 from fuzz.oracle import ParityFailure
 from fuzz.spec import NetSpec
 
-_REPRO_MAIN = '''
+_REPRO_MAIN = """
 
 def main():
     import copy
@@ -52,7 +52,7 @@ def main():
 
 if __name__ == "__main__":
     sys.exit(main())
-'''
+"""
 
 
 def failure_id(spec: NetSpec, failure: ParityFailure) -> str:
@@ -171,9 +171,19 @@ class CampaignStats:
         )
 
     def merge(self, other: CampaignStats) -> None:
-        for name in ("examples", "valid", "compiled", "fell_back", "seconds", "converter_comparisons", "converter_disagreements"):
+        for name in (
+            "examples",
+            "valid",
+            "compiled",
+            "fell_back",
+            "seconds",
+            "converter_comparisons",
+            "converter_disagreements",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.failing_examples += other.failing_examples
         self.failures += other.failures
-        if other.first_failure and (not self.first_failure or other.first_failure["after_s"] < self.first_failure["after_s"]):
+        if other.first_failure and (
+            not self.first_failure or other.first_failure["after_s"] < self.first_failure["after_s"]
+        ):
             self.first_failure = other.first_failure

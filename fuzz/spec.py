@@ -121,8 +121,12 @@ def validate(spec: NetSpec) -> None:
     _require(spec.dtype in DTYPES, f"dtype {spec.dtype!r} is not one of {', '.join(DTYPES)}")
     _require(spec.device in DEVICES, f"device {spec.device!r} is not one of {', '.join(DEVICES)}")
     for name in ("features", "batch"):
-        _require(_is_positive_int(getattr(spec, name)), f"{name} must be a positive integer, got {getattr(spec, name)!r}")
-    _require(spec.seq is None or _is_positive_int(spec.seq), f"seq must be null or a positive integer, got {spec.seq!r}")
+        _require(
+            _is_positive_int(getattr(spec, name)), f"{name} must be a positive integer, got {getattr(spec, name)!r}"
+        )
+    _require(
+        spec.seq is None or _is_positive_int(spec.seq), f"seq must be null or a positive integer, got {spec.seq!r}"
+    )
     _require(isinstance(spec.seed, int) and spec.seed >= 0, f"seed must be a non-negative integer, got {spec.seed!r}")
     _require(len(spec.layers) >= 1, "a spec needs at least one layer")
     for index, layer in enumerate(spec.layers):
@@ -140,7 +144,9 @@ def validate(spec: NetSpec) -> None:
     previous_stop = 0
     for index, ckpt in enumerate(spec.checkpoints):
         _require(
-            isinstance(ckpt.start, int) and isinstance(ckpt.stop, int) and 0 <= ckpt.start < ckpt.stop <= len(spec.layers),
+            isinstance(ckpt.start, int)
+            and isinstance(ckpt.stop, int)
+            and 0 <= ckpt.start < ckpt.stop <= len(spec.layers),
             f"checkpoints[{index}]: segment [{ckpt.start}, {ckpt.stop}) is not inside the {len(spec.layers)} layers",
         )
         _require(

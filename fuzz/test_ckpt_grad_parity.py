@@ -1,8 +1,8 @@
 """The property: thunderfx (with the chosen checkpoint converter) matches eager on outputs and every gradient."""
 
 from hypothesis import event, given, note, reject
-from hypothesis.control import current_build_context
 from hypothesis import strategies as st
+from hypothesis.control import current_build_context
 
 from fuzz.campaign import Campaign
 from fuzz.harness import check_spec

@@ -17,8 +17,14 @@ def _params(kind_name: str) -> dict:
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kind", list(LAYER_KINDS))
 def test_every_layer_kind_builds_and_runs_forward_and_backward(kind, dtype):
-    spec = NetSpec(features=5, batch=2, seq=3, dtype=dtype, layers=[LayerSpec(kind, _params(kind))],
-                   checkpoints=[CheckpointSpec(0, 1)])
+    spec = NetSpec(
+        features=5,
+        batch=2,
+        seq=3,
+        dtype=dtype,
+        layers=[LayerSpec(kind, _params(kind))],
+        checkpoints=[CheckpointSpec(0, 1)],
+    )
     example = build_example(spec)
     out = example.net(example.input)
     assert out.shape == spec.output_shape == example.cotangent.shape
@@ -30,10 +36,17 @@ def test_every_layer_kind_builds_and_runs_forward_and_backward(kind, dtype):
 
 def _stack() -> NetSpec:
     return NetSpec(
-        features=4, batch=2, seq=None, seed=7,
-        layers=[LayerSpec("linear", {"out_features": 6, "bias": True}), LayerSpec("gelu"),
-                LayerSpec("residual", {"hidden": 3, "activation": "tanh"}), LayerSpec("layer_norm", {"elementwise_affine": True}),
-                LayerSpec("mlp", {"hidden": 5, "out_features": 2, "activation": "silu"})],
+        features=4,
+        batch=2,
+        seq=None,
+        seed=7,
+        layers=[
+            LayerSpec("linear", {"out_features": 6, "bias": True}),
+            LayerSpec("gelu"),
+            LayerSpec("residual", {"hidden": 3, "activation": "tanh"}),
+            LayerSpec("layer_norm", {"elementwise_affine": True}),
+            LayerSpec("mlp", {"hidden": 5, "out_features": 2, "activation": "silu"}),
+        ],
         checkpoints=[CheckpointSpec(1, 3), CheckpointSpec(4, 5)],
     )
 
@@ -41,7 +54,7 @@ def _stack() -> NetSpec:
 def test_builds_are_deterministic_in_the_seed():
     a, b = build_example(_stack()), build_example(_stack())
     assert torch.equal(a.input, b.input) and torch.equal(a.cotangent, b.cotangent)
-    for (name, p), (_, q) in zip(a.net.named_parameters(), b.net.named_parameters()):
+    for (name, p), (_, q) in zip(a.net.named_parameters(), b.net.named_parameters(), strict=True):
         assert torch.equal(p, q), name
     other = _stack()
     other.seed = 8

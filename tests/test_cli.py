@@ -16,7 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
     [
         (["--converter", "fixd"], "argument --converter: invalid choice: 'fixd'"),
         (["--fuzz-device", "tpu"], "argument --fuzz-device: invalid choice: 'tpu'"),
-        (["--fuzz-device", "cuda"], "--fuzz-device cuda: no CUDA device is available here; use --fuzz-device cpu or auto"),
+        (
+            ["--fuzz-device", "cuda"],
+            "--fuzz-device cuda: no CUDA device is available here; use --fuzz-device cpu or auto",
+        ),
         (["--hypothesis-profile", "weekly"], "--hypothesis-profile 'weekly' is not one of ci, dev, nightly, replay"),
         (["--fuzz-minutes", "0"], "--fuzz-minutes must be positive, got 0.0"),
         (["--fuzz-shards", "0"], "--fuzz-shards must be at least 1, got 0"),
@@ -28,7 +31,10 @@ def test_bad_options_are_one_line_errors(args, message, tmp_path):
         pytest.skip("a CUDA device is present")
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "fuzz/", "--collect-only", "-q", "--fuzz-artifacts", str(tmp_path), *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert run.returncode in (4, 2), run.stdout + run.stderr
     assert message in run.stderr, run.stderr[-2000:]
@@ -38,7 +44,10 @@ def test_bad_options_are_one_line_errors(args, message, tmp_path):
     ("versions", "expected"),
     [
         ({"torch": "2.9.1", "lightning-thunder": "0.2.6"}, None),
-        ({"torch": "2.12.1", "lightning-thunder": "0.2.6"}, "torch 2.12.1 is incompatible with lightning-thunder 0.2.6"),
+        (
+            {"torch": "2.12.1", "lightning-thunder": "0.2.6"},
+            "torch 2.12.1 is incompatible with lightning-thunder 0.2.6",
+        ),
         ({"torch": "2.13.0", "lightning-thunder": "0.2.6"}, "install torch==2.9.1"),
     ],
 )

@@ -23,9 +23,25 @@ MINIMAL = NetSpec(features=1, layers=[LayerSpec("tanh")], checkpoints=[Checkpoin
 def _campaign(tmp: Path, *extra: str, fault: str | None = FAULT) -> subprocess.CompletedProcess:
     env = {**os.environ, "FUZZ_INJECT_FAULT": fault or ""}
     command = [
-        sys.executable, "-m", "pytest", "fuzz/test_ckpt_grad_parity.py", "-p", "tests.faults", "-p", "no:logging",
-        "-p", "no:xdist", "--fuzz-device", "cpu", "--fuzz-shards", "1", "--fuzz-artifacts", str(tmp / "artifacts"),
-        "--fuzz-database", str(tmp / "db"), *extra,
+        sys.executable,
+        "-m",
+        "pytest",
+        "fuzz/test_ckpt_grad_parity.py",
+        "-p",
+        "tests.faults",
+        "-p",
+        "no:logging",
+        "-p",
+        "no:xdist",
+        "--fuzz-device",
+        "cpu",
+        "--fuzz-shards",
+        "1",
+        "--fuzz-artifacts",
+        str(tmp / "artifacts"),
+        "--fuzz-database",
+        str(tmp / "db"),
+        *extra,
     ]
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
@@ -35,7 +51,9 @@ def _run_repro(repro: Path, fault: str | None) -> subprocess.CompletedProcess:
     code = f"import runpy; {inject}runpy.run_path({str(repro)!r}, run_name='__main__')"
     # Run from a directory outside the project: the repro must not need this package.
     env = {**os.environ, "PYTHONPATH": str(ROOT) if fault else ""}
-    return subprocess.run([sys.executable, "-c", code], cwd=repro.parent, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=repro.parent, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +77,11 @@ def test_the_failure_shrinks_to_that_one_layer_in_one_checkpoint(faulty_campaign
     spec = NetSpec.from_json((artifacts / failure["id"] / "spec.json").read_text())
     assert spec == MINIMAL
     detect_s, shrunk_s = summary["first_failure"]["after_s"], failure["shrunk_after_s"]
-    print(f"detected after {detect_s} s (example {summary['first_failure']['example']}); "
-          f"shrunk after {shrunk_s} s ({shrunk_s - detect_s:.1f} s of shrinking, {failure['after_examples']} calls in all)")
+    print(
+        f"detected after {detect_s} s (example {summary['first_failure']['example']}); "
+        f"shrunk after {shrunk_s} s ({shrunk_s - detect_s:.1f} s of shrinking, "
+        f"{failure['after_examples']} calls in all)"
+    )
     assert shrunk_s < 240
 
 

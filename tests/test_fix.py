@@ -48,7 +48,9 @@ def checkpoint_body() -> torch.fx.GraphModule:
 
 
 def _converted_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
-    return [n for n in gm.graph.nodes if n.op == "call_function" and n.target.__module__ not in ("_operator", "builtins")]
+    return [
+        n for n in gm.graph.nodes if n.op == "call_function" and n.target.__module__ not in ("_operator", "builtins")
+    ]
 
 
 def test_every_converted_node_keeps_the_meta_of_the_node_it_replaced(checkpoint_body):
@@ -59,7 +61,7 @@ def test_every_converted_node_keeps_the_meta_of_the_node_it_replaced(checkpoint_
     meta_preserving_checkpoint_function_converter(body)
     after = _converted_nodes(body)
     assert len(after) == len(metas)
-    for node, (torch_target, meta) in zip(after, metas):
+    for node, (torch_target, meta) in zip(after, metas, strict=True):
         assert node.target is thunder_dynamo_utils._torch_to_thunder_function_map[torch_target]
         assert node.meta.keys() == meta.keys() and "example_value" in meta
         assert node.meta["example_value"].shape == meta["example_value"].shape

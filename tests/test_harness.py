@@ -15,7 +15,10 @@ from tests.faults import injected
 
 def _spec(*kinds, checkpoints=((0, 1),), dtype="float32", features=3) -> NetSpec:
     return NetSpec(
-        features=features, batch=2, dtype=dtype, layers=[LayerSpec(k) for k in kinds],
+        features=features,
+        batch=2,
+        dtype=dtype,
+        layers=[LayerSpec(k) for k in kinds],
         checkpoints=[CheckpointSpec(a, b) for a, b in checkpoints],
     )
 
@@ -30,8 +33,13 @@ def test_a_healthy_network_passes_and_thunder_compiled_the_checkpoint(dtype):
 def test_cancellation_noise_is_not_a_divergence():
     # Found by the fuzzer: LayerNorm of a 1-feature Linear makes the input gradient a near-total
     # cancellation; eager and thunder are equally far from float64 there (~5e-7 on ~7e-5).
-    spec = NetSpec(features=1, layers=[LayerSpec("linear", {"out_features": 38, "bias": False}),
-                                      LayerSpec("layer_norm", {"elementwise_affine": False})])
+    spec = NetSpec(
+        features=1,
+        layers=[
+            LayerSpec("linear", {"out_features": 38, "bias": False}),
+            LayerSpec("layer_norm", {"elementwise_affine": False}),
+        ],
+    )
     assert check_spec(spec).failure is None
 
 

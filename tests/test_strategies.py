@@ -30,7 +30,13 @@ def test_shrinks_to_that_one_layer_inside_one_checkpoint_at_the_smallest_dims(ki
     smallest = find(net_specs(), _has_checkpointed(kind), settings=settings(database=None, max_examples=2000))
     assert len(smallest.layers) == 1 and smallest.layers[0].kind == kind
     assert smallest.checkpoints == [CheckpointSpec(0, 1)]
-    assert (smallest.features, smallest.batch, smallest.seq, smallest.dtype, smallest.seed) == (1, 1, None, "float32", 0)
+    assert (smallest.features, smallest.batch, smallest.seq, smallest.dtype, smallest.seed) == (
+        1,
+        1,
+        None,
+        "float32",
+        0,
+    )
     assert all(v in (1, False, "relu") for v in smallest.layers[0].params.values())
 
 
