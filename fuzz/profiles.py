@@ -13,11 +13,13 @@ PROFILES = ("ci", "dev", "nightly", "replay")
 def register_profiles(database_dir: Path) -> None:
     """Register ``ci``, ``dev``, ``nightly`` and ``replay``, all on the example database in ``database_dir``.
 
-    Registered explicitly (over Hypothesis's built-in ``ci`` profile, which drops the database)
-    so the database behaves the same with and without the CI environment variable.
+    Each is built on Hypothesis's ``default`` profile, not on the current one: with the CI
+    environment variable set, the current one is Hypothesis's built-in ``ci`` profile, whose
+    ``derandomize=True`` would silently switch the database off in every profile built on it.
     """
     database = DirectoryBasedExampleDatabase(database_dir)
     common = dict(
+        parent=settings.get_profile("default"),
         deadline=None,  # the first call of every example compiles with thunder
         # No explain phase: it re-runs the failure many times under a line tracer, which makes
         # thunder's Python interpreter crawl (minutes) for a report our repro.py makes redundant.
@@ -28,9 +30,9 @@ def register_profiles(database_dir: Path) -> None:
     )
     # ci: derandomized (Hypothesis then allows no database) and small.
     settings.register_profile("ci", max_examples=4, derandomize=True, database=None, **common)
-    settings.register_profile("dev", max_examples=25, database=database, **common)
+    settings.register_profile("dev", max_examples=25, derandomize=False, database=database, **common)
     # nightly: effectively unbounded; --fuzz-minutes sets the real budget.
-    settings.register_profile("nightly", max_examples=1_000_000, database=database, **common)
+    settings.register_profile("nightly", max_examples=1_000_000, derandomize=False, database=database, **common)
     # replay: only what the database holds, nothing new.
     settings.register_profile(
         "replay",

@@ -35,38 +35,32 @@ def layer_specs(draw: st.DrawFn, kinds: Sequence[LayerKind], max_dim: int = MAX_
     return LayerSpec(kind.name, {p.name: draw(_param_values(p, max_dim)) for p in kind.params})
 
 
-@st.composite
-def _another_layer(draw: st.DrawFn, kinds: Sequence[LayerKind], max_dim: int) -> LayerSpec | None:
-    # The "another layer?" flag and the layer share one span, so the shrinker deletes both at once.
-    return draw(layer_specs(kinds, max_dim)) if draw(st.integers(0, 3)) > 0 else None
+# Where a layer sits relative to checkpoints, simplest first: outside any checkpoint; inside
+# one, joining the previous layer's checkpoint when it has one; inside a new checkpoint.
+PLACEMENTS = ("outside", "inside", "new")
 
 
 @st.composite
-def _another_segment(draw: st.DrawFn, n_layers: int) -> tuple[int, int] | None:
-    # Most specs get at least one checkpoint (Hypothesis draws 0 here less than one time in five).
-    if draw(st.integers(0, 19)) == 0:
-        return None
-    return draw(st.integers(0, n_layers - 1)), draw(st.integers(1, n_layers))
+def _placed_layer(draw: st.DrawFn, kinds: Sequence[LayerKind], max_dim: int) -> tuple[LayerSpec, str]:
+    return draw(layer_specs(kinds, max_dim)), draw(st.sampled_from(PLACEMENTS))
 
 
 @st.composite
-def checkpoint_placements(draw: st.DrawFn, n_layers: int) -> list[CheckpointSpec]:
-    """Any set of non-overlapping contiguous segments of ``n_layers`` layers, in layer order, or none.
+def _another_layer(draw: st.DrawFn, kinds: Sequence[LayerKind], max_dim: int) -> tuple[LayerSpec, str] | None:
+    # The "another layer?" flag, the layer and its placement share one span, so the shrinker
+    # deletes a layer (checkpoint membership included) by deleting one span.
+    return draw(_placed_layer(kinds, max_dim)) if draw(st.integers(0, 3)) > 0 else None
 
-    Segments are drawn as (start, length) pairs and a pair overlapping an earlier one is dropped,
-    so removing a pair while shrinking never invalidates the others.
-    """
-    taken: set[int] = set()
-    segments = []
-    for _ in range(n_layers):
-        if (pair := draw(_another_segment(n_layers))) is None:
-            break
-        start, length = pair
-        span = set(range(start, min(start + length, n_layers)))
-        if not span & taken:
-            taken |= span
-            segments.append(CheckpointSpec(start, max(span) + 1))
-    return sorted(segments, key=lambda c: c.start)
+
+def checkpoints_from_placements(placements: Sequence[str]) -> list[CheckpointSpec]:
+    """The checkpoint segments that per-layer ``placements`` (see `PLACEMENTS`) describe."""
+    segments: list[CheckpointSpec] = []
+    for index, placement in enumerate(placements):
+        if placement == "inside" and segments and segments[-1].stop == index:
+            segments[-1].stop = index + 1
+        elif placement != "outside":
+            segments.append(CheckpointSpec(index, index + 1))
+    return segments
 
 
 @st.composite
@@ -85,15 +79,14 @@ def net_specs(
     batch = draw(st.integers(1, 4))
     seq = draw(st.integers(1, 8)) if draw(st.booleans()) else None
     features = draw(st.integers(1, max_dim))
-    layers = [draw(layer_specs(usable, max_dim))]
-    while len(layers) < max_layers and (layer := draw(_another_layer(usable, max_dim))) is not None:
-        layers.append(layer)
-    checkpoints = draw(checkpoint_placements(len(layers)))
+    placed = [draw(_placed_layer(usable, max_dim))]
+    while len(placed) < max_layers and (another := draw(_another_layer(usable, max_dim))) is not None:
+        placed.append(another)
     seed = draw(st.integers(0, 2**16))
     return NetSpec(
         features=features,
-        layers=layers,
-        checkpoints=checkpoints,
+        layers=[layer for layer, _ in placed],
+        checkpoints=checkpoints_from_placements([placement for _, placement in placed]),
         batch=batch,
         seq=seq,
         dtype=dtype,

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 
 from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec, SpecError, validate
-from fuzz.strategies import net_specs
+from fuzz.strategies import checkpoints_from_placements, net_specs
 
 _FAST = settings(max_examples=200, database=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -71,3 +71,17 @@ def test_malformed_specs_get_a_one_line_error_naming_the_field(text, message):
     with pytest.raises(SpecError) as error:
         NetSpec.from_json(text)
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("placements", "segments"),
+    [
+        ([], []),
+        (["outside", "outside"], []),
+        (["inside"], [(0, 1)]),
+        (["new", "inside", "inside", "outside", "inside", "new"], [(0, 3), (4, 5), (5, 6)]),
+        (["outside", "inside", "new", "inside"], [(1, 2), (2, 4)]),
+    ],
+)
+def test_per_layer_placements_become_segments(placements, segments):
+    assert checkpoints_from_placements(placements) == [CheckpointSpec(a, b) for a, b in segments]
