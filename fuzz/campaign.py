@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +61,7 @@ class Campaign:
         self._item_budget_s = None if config.minutes is None else 60 * config.minutes * workers / config.shards
         self._item_deadline = float("inf")
         self._item_failed = False
+        self._unshrunk: dict[str, Path] = {}
 
     def start_item(self) -> None:
         """A new test item (shard) starts: it gets its share of the budget."""
@@ -76,10 +78,20 @@ class Campaign:
         self._item_failed |= outcome.failure is not None
 
     def on_failure(self, spec: NetSpec, failure: ParityFailure) -> str:
-        """The repro source; on Hypothesis's final (shrunk) replay also written to the artifacts directory."""
+        """Write the failure's artifacts; returns its repro source.
+
+        Hypothesis's final replay of a shrunk failure goes to ``<artifacts>/<failure-id>/``. The
+        first failure of each class is also written at once to ``<artifacts>/unshrunk/`` so an
+        interrupted run keeps a repro; the final one replaces it.
+        """
         if current_build_context().is_final:
             directory = write_failure(self.config.artifacts, spec, failure, self.config.converter)
             self.stats.record_final_failure(failure, directory, time.time() - self.started)
+            if unshrunk := self._unshrunk.pop(failure.failure_class, None):
+                shutil.rmtree(unshrunk, ignore_errors=True)
+        elif failure.failure_class not in self._unshrunk:
+            unshrunk = write_failure(self.config.artifacts / "unshrunk", spec, failure, self.config.converter)
+            self._unshrunk[failure.failure_class] = unshrunk
         return repro_source(spec, failure, self.config.converter)
 
     def write_worker_stats(self, worker: str) -> None:

@@ -7,8 +7,10 @@ on fuzz/ with our conftest, a real Hypothesis database and the artifacts directo
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -20,30 +22,19 @@ FAULT = "tanh-grad-x2"
 MINIMAL = NetSpec(features=1, layers=[LayerSpec("tanh")], checkpoints=[CheckpointSpec(0, 1)])
 
 
+_CAMPAIGN = "fuzz/test_ckpt_grad_parity.py -p tests.faults -p no:logging -p no:xdist --fuzz-device cpu --fuzz-shards 1"
+
+
+def _campaign_command(tmp: Path, *extra: str) -> list[str]:
+    paths = ["--fuzz-artifacts", str(tmp / "artifacts"), "--fuzz-database", str(tmp / "db")]
+    return [sys.executable, "-m", "pytest", *_CAMPAIGN.split(), *paths, *extra]
+
+
 def _campaign(tmp: Path, *extra: str, fault: str | None = FAULT) -> subprocess.CompletedProcess:
     env = {**os.environ, "FUZZ_INJECT_FAULT": fault or ""}
-    command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "fuzz/test_ckpt_grad_parity.py",
-        "-p",
-        "tests.faults",
-        "-p",
-        "no:logging",
-        "-p",
-        "no:xdist",
-        "--fuzz-device",
-        "cpu",
-        "--fuzz-shards",
-        "1",
-        "--fuzz-artifacts",
-        str(tmp / "artifacts"),
-        "--fuzz-database",
-        str(tmp / "db"),
-        *extra,
-    ]
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        _campaign_command(tmp, *extra), cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+    )
 
 
 def _run_repro(repro: Path, fault: str | None) -> subprocess.CompletedProcess:
@@ -76,6 +67,7 @@ def test_the_failure_shrinks_to_that_one_layer_in_one_checkpoint(faulty_campaign
     assert failure["class"] == "gradient-divergence"
     spec = NetSpec.from_json((artifacts / failure["id"] / "spec.json").read_text())
     assert spec == MINIMAL
+    assert not list(artifacts.glob("unshrunk/*")), "the shrunk repro replaces the one written at first sight"
     detect_s, shrunk_s = summary["first_failure"]["after_s"], failure["shrunk_after_s"]
     print(
         f"detected after {detect_s} s (example {summary['first_failure']['example']}); "
@@ -103,3 +95,21 @@ def test_the_saved_failure_replays_from_the_database(faulty_campaign, tmp_path):
     assert replay.returncode == 1 and "GradientDivergence" in replay.stdout
     clean = _campaign(artifacts.parent, "--hypothesis-profile", "replay", fault=None)
     assert clean.returncode == 0, clean.stdout[-3000:]
+
+
+def test_an_interrupted_campaign_keeps_the_failure_it_had_found(tmp_path):
+    env = {**os.environ, "FUZZ_INJECT_FAULT": FAULT}
+    command = _campaign_command(tmp_path, "--hypothesis-profile", "nightly", "--fuzz-minutes", "4")
+    campaign = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while not list((tmp_path / "artifacts").glob("unshrunk/*/repro.py")) and time.monotonic() < deadline:
+            assert campaign.poll() is None, "the campaign ended before it found the fault"
+            time.sleep(0.2)
+        campaign.send_signal(signal.SIGINT)  # while Hypothesis is still looking for more bugs / shrinking
+        campaign.wait(timeout=120)
+    finally:
+        campaign.kill()
+    (repro,) = (tmp_path / "artifacts").glob("unshrunk/gradient-divergence-*/repro.py")
+    assert _run_repro(repro, FAULT).returncode == 1
+    assert list((tmp_path / "db").rglob("*")), "the failing example is in the database too"
