@@ -1,9 +1,11 @@
 """Small module classes that generated networks use beyond `torch.nn`.
 
 Their source is copied verbatim into every generated network and repro, so each class must
-depend on nothing but `torch` and `nn`.
+depend on nothing but `torch`, `nn` and `F` (torch.nn.functional).
 """
 
+import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -16,3 +18,84 @@ class Residual(nn.Module):
 
     def forward(self, x):
         return x + self.body(x)
+
+
+class InplaceResidual(nn.Module):
+    """A residual written with in-place updates: ``y = linear(x); y += x; y.mul_(0.5)``."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        y = self.linear(x)
+        y += x
+        y.mul_(0.5)
+        return y
+
+
+class RMSNorm(nn.Module):
+    """RMS normalisation as LLaMA-style code writes it by hand."""
+
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        norm = x.float() * torch.rsqrt(x.float().pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        return norm.to(x.dtype) * self.weight
+
+
+class SwiGLU(nn.Module):
+    """Gated MLP: ``proj(silu(fc_1(x)) * fc_2(x))``."""
+
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.fc_1 = nn.Linear(dim, hidden, bias=False)
+        self.fc_2 = nn.Linear(dim, hidden, bias=False)
+        self.proj = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x):
+        return self.proj(F.silu(self.fc_1(x)) * self.fc_2(x))
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention through ``F.scaled_dot_product_attention``; a 2-d input is one sequence."""
+
+    def __init__(self, dim: int, heads: int, causal: bool) -> None:
+        super().__init__()
+        self.heads, self.causal = heads, causal
+        self.q, self.k, self.v = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        single = x.dim() == 2
+        if single:
+            x = x.unsqueeze(0)
+        b, s, d = x.shape
+        q, k, v = (proj(x).view(b, s, self.heads, d // self.heads).transpose(1, 2) for proj in (self.q, self.k, self.v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        y = self.out(y.transpose(1, 2).reshape(b, s, d))
+        return y.squeeze(0) if single else y
+
+
+class Gram(nn.Module):
+    """``(x @ x^T) @ x / width`` through ``torch.bmm``; a 2-d input is one batch entry."""
+
+    def forward(self, x):
+        single = x.dim() == 2
+        x3 = x.unsqueeze(0) if single else x
+        y = torch.bmm(torch.bmm(x3, x3.transpose(1, 2)), x3) / x3.shape[-1]
+        return y.squeeze(0) if single else y
+
+
+class MatMul(nn.Module):
+    """``x @ weight`` with a plain parameter matrix."""
+
+    def __init__(self, dim: int, out_features: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(dim, out_features) / dim**0.5)
+
+    def forward(self, x):
+        return torch.matmul(x, self.weight)

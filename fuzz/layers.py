@@ -1,9 +1,11 @@
 """The layer vocabulary: one `LayerKind` per kind of layer a generated network can contain.
 
 Each kind declares its parameters as plain domains (the strategies turn them into Hypothesis
-strategies), how its output width follows from its input width, and the plain-torch source
-expression that constructs it (the builder and the repro writer both use that expression).
-Adding a layer kind is adding one entry here.
+strategies), how its output width follows from its input width, and its plain-torch source:
+a module constructor (called as ``self.layerN(x)``) or, for a functional kind, an expression
+of ``x`` written inline in ``forward``. The builder and the repro writer both use that source.
+Every kind maps ``(..., width)`` to ``(..., out_width)`` on inputs of rank 2 or 3, so any stack
+of kinds is a valid network. Adding a layer kind is adding one entry here.
 """
 
 from __future__ import annotations
@@ -12,9 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuzz.blocks import Residual
-
-FLOAT_DTYPES = ("float32", "float64")
+from fuzz.blocks import Attention, Gram, InplaceResidual, MatMul, Residual, RMSNorm, SwiGLU
 
 # Name -> constructor source, simplest first (shrinking prefers earlier entries).
 ACTIVATIONS: dict[str, str] = {
@@ -35,22 +35,54 @@ ACTIVATIONS: dict[str, str] = {
     "logsigmoid": "nn.LogSigmoid()",
 }
 
+# Functional kinds: an expression of `x` (and of the kind's params, formatted in), simplest first.
+FUNCTIONS: dict[str, str] = {
+    "softmax": "torch.softmax(x, dim=-1)",
+    "log_softmax": "torch.log_softmax(x, dim=-1)",
+    "center": "x - x.mean(dim=-1, keepdim=True)",
+    "sum_normalize": "x / (x.abs().sum(dim=-1, keepdim=True) + 1)",
+    "sub_amax": "x - x.amax(dim=-1, keepdim=True)",
+    "batch_center": "x - x.mean(dim=0, keepdim=True)",
+    "masked_fill": "x.masked_fill(x > 0.5, 0.0)",
+    "where": "torch.where(x > 0, x, 0.1 * x)",
+    "sin": "torch.sin(x)",
+    "gaussian": "torch.exp(-x * x)",
+    "rsqrt": "x * torch.rsqrt(x * x + 1)",
+    "soft_abs": "torch.sqrt(x * x + 1)",
+    "abs": "x.abs()",
+    "clamp": "x.clamp(-0.5, 0.5)",
+    "transpose_contiguous": "x.transpose(0, -1).contiguous().transpose(0, -1)",
+    "fold_transpose": "x.view(*x.shape[:-1], {groups}, -1).transpose(-1, -2).reshape(x.shape)",
+    "chunk_swap": "torch.cat(x.chunk({chunks}, dim=-1)[::-1], dim=-1)",
+    "split_swap": "torch.cat(torch.split(x, {size}, dim=-1)[::-1], dim=-1)",
+    "roll_slices": "torch.cat([x[..., {offset}:], x[..., :{offset}]], dim=-1)",
+}
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
 
 @dataclass(frozen=True)
 class Param:
-    """One parameter of a layer kind.
+    """One parameter of a layer kind, valid or not depending on the incoming width.
 
-    ``domain`` is ``"dim"`` (a width, 1..max_dim, shrinking toward 1), ``"flag"`` (a bool,
-    shrinking toward False) or ``"choice"`` (one of ``choices``, shrinking toward the first).
+    ``domain``, each shrinking toward its simplest value:
+    ``"dim"`` a width 1..max_dim; ``"divisor"`` a divisor of the incoming width;
+    ``"offset"`` 0..width-1; ``"flag"`` a bool (False); ``"choice"`` one of ``choices`` (the first).
     """
 
     name: str
     domain: str
     choices: tuple[str, ...] = ()
 
-    def is_valid(self, value: Any) -> bool:
+    def is_valid(self, value: Any, width: int) -> bool:
         if self.domain == "dim":
-            return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+            return _is_int(value) and value >= 1
+        if self.domain == "divisor":
+            return _is_int(value) and value >= 1 and width % value == 0
+        if self.domain == "offset":
+            return _is_int(value) and 0 <= value < width
         if self.domain == "flag":
             return isinstance(value, bool)
         return value in self.choices
@@ -58,52 +90,70 @@ class Param:
 
 @dataclass(frozen=True)
 class LayerKind:
-    """A kind of layer: its parameters, its output width, and its construction source."""
+    """A kind of layer: parameters, output width, source, and what it needs of the harness.
+
+    ``source(params, width)`` is a module constructor, or for a ``functional`` kind an
+    expression of ``x``. ``has_parameters``: the module has trainable parameters (so it can be
+    frozen). ``helpers``: classes of `fuzz.blocks` the source uses.
+    """
 
     name: str
-    constructor: Callable[[Mapping[str, Any], int], str]
+    source: Callable[[Mapping[str, Any], int], str]
     params: tuple[Param, ...] = ()
-    out_features: Callable[[Mapping[str, Any], int], int] = field(default=lambda params, features: features)
+    out_features: Callable[[Mapping[str, Any], int], int] = field(default=lambda params, width: width)
     helpers: tuple[type, ...] = ()
-    dtypes: tuple[str, ...] = FLOAT_DTYPES
+    functional: bool = False
+    has_parameters: bool = False
 
 
-def _linear(params: Mapping[str, Any], features: int) -> str:
-    return f"nn.Linear({features}, {params['out_features']}, bias={params['bias']})"
-
-
-def _mlp(params: Mapping[str, Any], features: int) -> str:
-    hidden, out, act = params["hidden"], params["out_features"], ACTIVATIONS[params["activation"]]
-    return f"nn.Sequential(nn.Linear({features}, {hidden}), {act}, nn.Linear({hidden}, {out}))"
-
-
-def _residual(params: Mapping[str, Any], features: int) -> str:
-    hidden, act = params["hidden"], ACTIVATIONS[params["activation"]]
-    return f"Residual(nn.Linear({features}, {hidden}), {act}, nn.Linear({hidden}, {features}))"
-
-
-def _out_features(params: Mapping[str, Any], features: int) -> int:
+def _out_features(params: Mapping[str, Any], width: int) -> int:
     return params["out_features"]
 
 
-_ACTIVATION_CHOICE = Param("activation", "choice", tuple(ACTIVATIONS))
+def _fixed(source: str) -> Callable[[Mapping[str, Any], int], str]:
+    return lambda params, width: source.format(**params)
+
+
+_OUT, _HIDDEN = Param("out_features", "dim"), Param("hidden", "dim")
+_ACTIVATION = Param("activation", "choice", tuple(ACTIVATIONS))
+_FUNCTION_PARAMS = {
+    "fold_transpose": (Param("groups", "divisor"),),
+    "chunk_swap": (Param("chunks", "dim"),),
+    "split_swap": (Param("size", "dim"),),
+    "roll_slices": (Param("offset", "offset"),),
+}
+
+
+def _module(name: str, source: Callable[[Mapping[str, Any], int], str], *params: Param, **options: Any) -> LayerKind:
+    return LayerKind(name, source, params, has_parameters=True, **options)
+
 
 LAYER_KINDS: dict[str, LayerKind] = {
     kind.name: kind
     for kind in (
-        LayerKind("linear", _linear, (Param("out_features", "dim"), Param("bias", "flag")), _out_features),
-        *(LayerKind(name, lambda params, features, source=source: source) for name, source in ACTIVATIONS.items()),
-        LayerKind(
-            "layer_norm",
-            lambda params, features: f"nn.LayerNorm({features}, elementwise_affine={params['elementwise_affine']})",
-            (Param("elementwise_affine", "flag"),),
-        ),
-        LayerKind(
-            "mlp",
-            _mlp,
-            (Param("hidden", "dim"), Param("out_features", "dim"), _ACTIVATION_CHOICE),
-            _out_features,
-        ),
-        LayerKind("residual", _residual, (Param("hidden", "dim"), _ACTIVATION_CHOICE), helpers=(Residual,)),
+        _module("linear", lambda p, d: f"nn.Linear({d}, {p['out_features']}, bias={p['bias']})", _OUT,
+                Param("bias", "flag"), out_features=_out_features),
+        *(LayerKind(name, _fixed(source)) for name, source in ACTIVATIONS.items()),
+        _module("layer_norm", lambda p, d: f"nn.LayerNorm({d}, elementwise_affine={p['elementwise_affine']})",
+                Param("elementwise_affine", "flag")),
+        _module("rms_norm", lambda p, d: f"RMSNorm({d})", helpers=(RMSNorm,)),
+        _module("mlp", lambda p, d: f"nn.Sequential(nn.Linear({d}, {p['hidden']}), {ACTIVATIONS[p['activation']]}, "
+                f"nn.Linear({p['hidden']}, {p['out_features']}))", _HIDDEN, _OUT, _ACTIVATION,
+                out_features=_out_features),
+        _module("residual", lambda p, d: f"Residual(nn.Linear({d}, {p['hidden']}), {ACTIVATIONS[p['activation']]}, "
+                f"nn.Linear({p['hidden']}, {d}))", _HIDDEN, _ACTIVATION, helpers=(Residual,)),
+        _module("swiglu", lambda p, d: f"SwiGLU({d}, {p['hidden']})", _HIDDEN, helpers=(SwiGLU,)),
+        _module("attention", lambda p, d: f"Attention({d}, heads={p['heads']}, causal={p['causal']})",
+                Param("heads", "divisor"), Param("causal", "flag"), helpers=(Attention,)),
+        _module("matmul", lambda p, d: f"MatMul({d}, {p['out_features']})", _OUT, out_features=_out_features,
+                helpers=(MatMul,)),
+        LayerKind("gram", _fixed("Gram()"), helpers=(Gram,)),
+        _module("linear_relu_inplace", lambda p, d: f"nn.Sequential(nn.Linear({d}, {p['out_features']}), "
+                "nn.ReLU(inplace=True))", _OUT, out_features=_out_features),
+        _module("linear_silu_inplace", lambda p, d: f"nn.Sequential(nn.Linear({d}, {p['out_features']}), "
+                "nn.SiLU(inplace=True))", _OUT, out_features=_out_features),
+        _module("inplace_residual", lambda p, d: f"InplaceResidual({d})", helpers=(InplaceResidual,)),
+        *(LayerKind(name, _fixed(source), _FUNCTION_PARAMS.get(name, ()), functional=True)
+          for name, source in FUNCTIONS.items()),
     )
-}
+}  # fmt: skip
