@@ -10,7 +10,9 @@ from hypothesis import seed, settings
 
 from fuzz.campaign import CONVERTER_CHOICES, DEVICE_CHOICES, Campaign, CampaignConfig, resolve_device, summary_lines
 from fuzz.compat import incompatibility
+from fuzz.layers import LAYER_KINDS
 from fuzz.profiles import PROFILES, register_profiles
+from fuzz.spec import DTYPES
 
 CAMPAIGN = pytest.StashKey[Campaign]()
 
@@ -31,6 +33,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--fuzz-database", default=".hypothesis/examples", help="directory of the Hypothesis example database"
     )
+    group.addoption("--fuzz-layers", default=None, help="comma-separated layer kinds to draw from (default: all)")
+    group.addoption("--fuzz-dtypes", default=None, help="comma-separated dtypes to draw from (default: all)")
+
+
+def _choice_list(config: pytest.Config, name: str, known) -> tuple[str, ...] | None:
+    """The comma-separated values of option ``name``, each checked against ``known``."""
+    if (value := config.getoption(name)) is None:
+        return None
+    chosen = tuple(v.strip() for v in value.split(",") if v.strip())
+    if unknown := [v for v in chosen if v not in known] or not chosen:
+        raise pytest.UsageError(
+            f"--{name.replace('_', '-')}: unknown {unknown or 'empty list'}; choose from {', '.join(known)}"
+        )
+    return chosen
 
 
 def _worker_id(config: pytest.Config) -> str | None:
@@ -64,6 +80,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if profile not in PROFILES:
         raise pytest.UsageError(f"--hypothesis-profile {profile!r} is not one of {', '.join(PROFILES)}")
     settings.load_profile(profile)
+    kinds = _choice_list(config, "fuzz_layers", LAYER_KINDS)
+    dtypes = _choice_list(config, "fuzz_dtypes", DTYPES)
     workers = getattr(config, "workerinput", {}).get("workercount", 1)
     campaign_config = CampaignConfig(
         device=device,
@@ -73,6 +91,8 @@ def pytest_configure(config: pytest.Config) -> None:
         timeout_s=config.getoption("fuzz_timeout"),
         shards=config.getoption("fuzz_shards"),
         profile=profile,
+        kinds=kinds,
+        dtypes=dtypes,
     )
     campaign = Campaign(campaign_config, workers=workers)
     if _worker_id(config) is None:

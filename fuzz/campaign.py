@@ -11,8 +11,10 @@ from typing import Any
 
 from hypothesis.control import current_build_context
 
-from fuzz.harness import Outcome
+from fuzz.harness import Outcome, check_spec
+from fuzz.known_issues import KnownIssue, known_issues_for
 from fuzz.oracle import ParityFailure
+from fuzz.reduce import reduce_spec
 from fuzz.report import CampaignStats, repro_source, write_failure
 from fuzz.spec import NetSpec
 
@@ -45,6 +47,8 @@ class CampaignConfig:
     timeout_s: float | None = 120.0
     shards: int = 8
     profile: str = "dev"
+    kinds: tuple[str, ...] | None = None
+    dtypes: tuple[str, ...] | None = None
 
 
 class Campaign:
@@ -77,6 +81,14 @@ class Campaign:
         self.stats.record(outcome, time.time() - self.started)
         self._item_failed |= outcome.failure is not None
 
+    def record_known_issues(self, known: list[KnownIssue], outcome: Outcome) -> bool:
+        """Count whether ``outcome`` reproduces one of the ``known`` issues its spec matches; returns whether it did."""
+        classes = {name for issue in known for name in issue.failure_classes}
+        reproduced = outcome.failure is not None and outcome.failure.failure_class in classes
+        for issue in known:
+            self.stats.known_issues[issue.id][0 if reproduced else 1] += 1
+        return reproduced
+
     def on_failure(self, spec: NetSpec, failure: ParityFailure) -> str:
         """Write the failure's artifacts; returns its repro source.
 
@@ -85,6 +97,7 @@ class Campaign:
         interrupted run keeps a repro; the final one replaces it.
         """
         if current_build_context().is_final:
+            spec, failure = self._reduced(spec, failure)
             directory = write_failure(self.config.artifacts, spec, failure, self.config.converter)
             self.stats.record_final_failure(failure, directory, time.time() - self.started)
             if unshrunk := self._unshrunk.pop(failure.failure_class, None):
@@ -93,6 +106,20 @@ class Campaign:
             unshrunk = write_failure(self.config.artifacts / "unshrunk", spec, failure, self.config.converter)
             self._unshrunk[failure.failure_class] = unshrunk
         return repro_source(spec, failure, self.config.converter)
+
+    def _reduced(self, spec: NetSpec, failure: ParityFailure) -> tuple[NetSpec, ParityFailure]:
+        """``spec`` reduced further (see `fuzz.reduce`) with the failure it still shows in the same class."""
+        found: dict[int, ParityFailure] = {}
+
+        def still_fails(candidate: NetSpec) -> bool:
+            outcome = check_spec(candidate, converter=self.config.converter, timeout_s=self.config.timeout_s)
+            same = outcome.failure is not None and type(outcome.failure) is type(failure)
+            if same:
+                found[id(candidate)] = outcome.failure
+            return same and not known_issues_for(candidate)
+
+        reduced = reduce_spec(spec, still_fails)
+        return reduced, found.get(id(reduced), failure)
 
     def write_worker_stats(self, worker: str) -> None:
         directory = self.config.artifacts / _WORKER_STATS
@@ -115,6 +142,11 @@ class Campaign:
             "seconds_per_example": round(merged.seconds / merged.examples, 3) if merged.examples else None,
             "compiled_share": round(merged.compiled / merged.valid, 4) if merged.valid else None,
         }
+        # Shards often shrink to the same minimal failure: list each failure once, with how many found it.
+        distinct: dict[str, dict[str, Any]] = {}
+        for failure in merged.failures:
+            distinct.setdefault(failure["id"], {**failure, "found_by_shards": 0})["found_by_shards"] += 1
+        summary["failures"] = list(distinct.values())
         self.config.artifacts.mkdir(parents=True, exist_ok=True)
         (self.config.artifacts / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary
@@ -139,10 +171,15 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             f"/{summary['converter_comparisons']} examples"
         )
     lines.append(f"failing examples by class (shrink steps included): {summary['failing_examples_by_class'] or 'none'}")
+    lines += [
+        f"known issue {issue}: reproduced in {counts[0]}, did not reproduce in {counts[1]} examples"
+        for issue, counts in summary["known_issues"].items()
+    ]
     if first := summary["first_failure"]:
         lines.append(f"first failure after {first['after_s']} s (example {first['example']})")
     lines += [
-        f"FAILURE {f['id']} [{f['class']}] shrunk after {f['shrunk_after_s']} s: {f['message']}\n"
+        f"FAILURE {f['id']} [{f['class']}] shrunk after {f['shrunk_after_s']} s, found by {f['found_by_shards']} "
+        f"shard(s): {f['message']}\n"
         f"    repro: {f['repro']}"
         for f in summary["failures"]
     ]

@@ -10,7 +10,15 @@ import torch
 from fuzz.fix import use_converter
 from fuzz.model_builder import build_example
 from fuzz.oracle import ExampleTimeout, ParityFailure, ThunderCrash, judge
-from fuzz.runner import CompileReport, Deadline, run_eager, run_reference, run_thunderfx, time_limit
+from fuzz.runner import (
+    CompileReport,
+    Deadline,
+    TimeLimit,
+    run_eager,
+    run_reference,
+    run_thunderfx,
+    time_limit,
+)
 from fuzz.spec import NetSpec
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -41,12 +49,15 @@ def _finite(result: tuple) -> bool:
 def _run_thunder(
     example, converter: str, timeout_s: float | None
 ) -> tuple[tuple | None, CompileReport | None, ParityFailure | None]:
+    limit = TimeLimit(timeout_s)
     try:
-        with use_converter(converter), time_limit(timeout_s):
+        with use_converter(converter), time_limit(timeout_s) as limit:
             result, report = run_thunderfx(example)
     except Deadline as deadline:
         return None, None, ExampleTimeout(str(deadline))
     except Exception as error:
+        if limit.expired:  # thunder's interpreter re-raised our Deadline as an error of its own
+            return None, None, ExampleTimeout(f"exceeded the per-example time limit of {timeout_s:g} s")
         crash = ThunderCrash(f"thunderfx raised {type(error).__name__}: {error}")
         # Chained like `raise ... from error`: Hypothesis then tells crashes apart by thunder's own origin.
         crash.__cause__ = crash.__context__ = error

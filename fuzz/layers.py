@@ -93,8 +93,10 @@ class LayerKind:
     """A kind of layer: parameters, output width, source, and what it needs of the harness.
 
     ``source(params, width)`` is a module constructor, or for a ``functional`` kind an
-    expression of ``x``. ``has_parameters``: the module has trainable parameters (so it can be
-    frozen). ``helpers``: classes of `fuzz.blocks` the source uses.
+    expression of ``x``. ``has_parameters``: the module can have parameters (so it can be
+    frozen); ``parameters_flag`` names the flag param that turns them on, if one does.
+    ``inplace``: mutates a saved tensor in place (eager rejects that under selective checkpointing).
+    ``helpers``: classes of `fuzz.blocks` the source uses.
     """
 
     name: str
@@ -104,6 +106,12 @@ class LayerKind:
     helpers: tuple[type, ...] = ()
     functional: bool = False
     has_parameters: bool = False
+    parameters_flag: str | None = None
+    inplace: bool = False
+
+    def trainable(self, params: Mapping[str, Any]) -> bool:
+        """Whether a layer of this kind with ``params`` has parameters."""
+        return self.has_parameters and (self.parameters_flag is None or bool(params[self.parameters_flag]))
 
 
 def _out_features(params: Mapping[str, Any], width: int) -> int:
@@ -135,7 +143,7 @@ LAYER_KINDS: dict[str, LayerKind] = {
                 Param("bias", "flag"), out_features=_out_features),
         *(LayerKind(name, _fixed(source)) for name, source in ACTIVATIONS.items()),
         _module("layer_norm", lambda p, d: f"nn.LayerNorm({d}, elementwise_affine={p['elementwise_affine']})",
-                Param("elementwise_affine", "flag")),
+                Param("elementwise_affine", "flag"), parameters_flag="elementwise_affine"),
         _module("rms_norm", lambda p, d: f"RMSNorm({d})", helpers=(RMSNorm,)),
         _module("mlp", lambda p, d: f"nn.Sequential(nn.Linear({d}, {p['hidden']}), {ACTIVATIONS[p['activation']]}, "
                 f"nn.Linear({p['hidden']}, {p['out_features']}))", _HIDDEN, _OUT, _ACTIVATION,
@@ -149,10 +157,10 @@ LAYER_KINDS: dict[str, LayerKind] = {
                 helpers=(MatMul,)),
         LayerKind("gram", _fixed("Gram()"), helpers=(Gram,)),
         _module("linear_relu_inplace", lambda p, d: f"nn.Sequential(nn.Linear({d}, {p['out_features']}), "
-                "nn.ReLU(inplace=True))", _OUT, out_features=_out_features),
+                "nn.ReLU(inplace=True))", _OUT, out_features=_out_features, inplace=True),
         _module("linear_silu_inplace", lambda p, d: f"nn.Sequential(nn.Linear({d}, {p['out_features']}), "
-                "nn.SiLU(inplace=True))", _OUT, out_features=_out_features),
-        _module("inplace_residual", lambda p, d: f"InplaceResidual({d})", helpers=(InplaceResidual,)),
+                "nn.SiLU(inplace=True))", _OUT, out_features=_out_features, inplace=True),
+        _module("inplace_residual", lambda p, d: f"InplaceResidual({d})", helpers=(InplaceResidual,), inplace=True),
         *(LayerKind(name, _fixed(source), _FUNCTION_PARAMS.get(name, ()), functional=True)
           for name, source in FUNCTIONS.items()),
     )

@@ -16,76 +16,181 @@ import torch
 from torch import nn
 
 from fuzz.layers import LAYER_KINDS
-from fuzz.spec import NetSpec
+from fuzz.spec import CheckpointSpec, NetSpec
 
 _INDENT = "    "
+
+_IMPORTS = """\
+import functools
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    CheckpointImpl,
+    apply_activation_checkpointing,
+    checkpoint_wrapper,
+)
+from torch.utils.checkpoint import (
+    CheckpointPolicy,
+    checkpoint,
+    checkpoint_sequential,
+    create_selective_checkpoint_contexts,
+)
+"""
+
+_SELECTIVE_POLICY = '''
+
+def save_matmuls(ctx, op, *args, **kwargs):
+    """Selective-checkpointing policy: keep matmul outputs, recompute everything else."""
+    if op in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default, torch.ops.aten.bmm.default):
+        return CheckpointPolicy.MUST_SAVE
+    return CheckpointPolicy.PREFER_RECOMPUTE
+'''
 
 
 @dataclass
 class Example:
-    """A built network with its input (requiring grad) and the cotangent for its backward."""
+    """A built network with its input (float features or integer tokens) and the cotangent for its backward."""
 
     net: nn.Module
     input: torch.Tensor
     cotangent: torch.Tensor
 
 
-def _helper_sources(spec: NetSpec) -> list[str]:
+def _helper_sources(spec: NetSpec) -> str:
     helpers = dict.fromkeys(helper for layer in spec.layers for helper in LAYER_KINDS[layer.kind].helpers)
-    return [inspect.getsource(helper) for helper in helpers]
+    return "".join("\n\n" + inspect.getsource(helper) for helper in helpers)
 
 
-def _forward_lines(spec: NetSpec) -> list[str]:
-    """Body lines of ``forward`` and of one method per checkpointed segment, in class order."""
+def _applied(spec: NetSpec, index: int) -> str:
+    """Layer ``index`` applied to ``x``."""
+    layer = spec.layers[index]
+    kind = LAYER_KINDS[layer.kind]
+    return kind.source(layer.params, spec.widths()[index]) if kind.functional else f"self.layer{index}(x)"
+
+
+def _callable(spec: NetSpec, index: int) -> str:
+    """Layer ``index`` as a callable (for checkpoint_sequential's list)."""
+    return (
+        f"lambda x: {_applied(spec, index)}"
+        if LAYER_KINDS[spec.layers[index].kind].functional
+        else f"self.layer{index}"
+    )
+
+
+def _checkpoint_kwargs(ckpt: CheckpointSpec) -> list[str]:
+    """The checkpoint options other than use_reentrant that differ from their defaults."""
+    kwargs = [] if ckpt.preserve_rng_state else ["preserve_rng_state=False"]
+    if ckpt.determinism_check != "default":
+        kwargs.append(f"determinism_check={ckpt.determinism_check!r}")
+    if ckpt.selective:
+        kwargs.append("context_fn=functools.partial(create_selective_checkpoint_contexts, save_matmuls)")
+    return kwargs
+
+
+def _checkpoint_options(ckpt: CheckpointSpec) -> str:
+    return ", ".join([f"use_reentrant={ckpt.use_reentrant}", *_checkpoint_kwargs(ckpt)])
+
+
+def _method(name: str, body: list[str]) -> list[str]:
+    return [f"def {name}(self, x):", *(_INDENT + line for line in body), f"{_INDENT}return x", ""]
+
+
+def _forward_and_methods(spec: NetSpec) -> list[str]:
+    """Source lines of the checkpointed-body methods, then of ``forward``."""
     segments = {c.start: (i, c) for i, c in enumerate(spec.checkpoints)}
-    methods, forward = [], ["def forward(self, x):"]
+    methods: list[str] = []
+    forward = ["x = self.embed(x)"] if spec.vocab is not None else []
     index = 0
     while index < len(spec.layers):
-        if index in segments:
-            number, ckpt = segments[index]
-            methods += [f"def checkpointed{number}(self, x):"]
-            methods += [f"{_INDENT}x = self.layer{i}(x)" for i in range(ckpt.start, ckpt.stop)]
-            methods += [f"{_INDENT}return x", ""]
-            forward.append(f"{_INDENT}x = checkpoint(self.checkpointed{number}, x, use_reentrant={ckpt.use_reentrant})")
-            index = ckpt.stop
-        else:
-            forward.append(f"{_INDENT}x = self.layer{index}(x)")
+        number, ckpt = segments.get(index, (None, None))
+        if ckpt is None or ckpt.api == "wrapper":  # a wrapped layer is called like any other
+            forward.append(f"x = {_applied(spec, index)}")
             index += 1
-    return methods + forward + [f"{_INDENT}return x"]
+            continue
+        span = range(ckpt.start, ckpt.stop)
+        if ckpt.api == "sequential":
+            functions = ", ".join(_callable(spec, i) for i in span)
+            forward.append(f"x = checkpoint_sequential([{functions}], {ckpt.segments}, x, {_checkpoint_options(ckpt)})")
+        else:
+            body = [f"x = {_applied(spec, i)}" for i in span]
+            if ckpt.nested:
+                outer, inner = (body[:1], body[1:]) if len(body) > 1 else ([], body)
+                methods += _method(f"checkpointed{number}_inner", inner)
+                body = [
+                    *outer,
+                    f"x = checkpoint(self.checkpointed{number}_inner, x, use_reentrant={ckpt.use_reentrant})",
+                ]
+            methods += _method(f"checkpointed{number}", body)
+            forward.append(f"x = checkpoint(self.checkpointed{number}, x, {_checkpoint_options(ckpt)})")
+        index = ckpt.stop
+    return methods + ["def forward(self, x):", *(_INDENT + line for line in forward), f"{_INDENT}return x"]
+
+
+def _init_lines(spec: NetSpec) -> list[str]:
+    widths = spec.widths()
+    lines = ["def __init__(self):", f"{_INDENT}super().__init__()"]
+    if spec.vocab is not None:
+        lines.append(f"{_INDENT}self.embed = nn.Embedding({spec.vocab}, {spec.features})")
+    for i, layer in enumerate(spec.layers):
+        kind = LAYER_KINDS[layer.kind]
+        if not kind.functional:
+            lines.append(f"{_INDENT}self.layer{i} = {kind.source(layer.params, widths[i])}")
+        if layer.frozen:
+            lines.append(f"{_INDENT}self.layer{i}.requires_grad_(False)")
+    return lines
+
+
+def _wrapping_lines(spec: NetSpec) -> list[str]:
+    """``make_example`` lines wrapping each "wrapper" layer with checkpoint_wrapper, as thunder's own test does."""
+    wrapped = [c for c in spec.checkpoints if c.api == "wrapper"]
+    lines = [f"targets = [{', '.join(f'net.layer{c.start}' for c in wrapped)}]"] if wrapped else []
+    for number, ckpt in enumerate(wrapped):
+        impl = "REENTRANT" if ckpt.use_reentrant else "NO_REENTRANT"
+        kwargs = ", ".join([f"checkpoint_impl=CheckpointImpl.{impl}", *_checkpoint_kwargs(ckpt)])
+        lines.append(
+            f"apply_activation_checkpointing(net, checkpoint_wrapper_fn=functools.partial(checkpoint_wrapper, "
+            f"{kwargs}), check_fn=lambda m: m is targets[{number}])"
+        )
+    return lines
 
 
 def network_source(spec: NetSpec) -> str:
     """Standalone Python source defining ``Net`` and ``make_example() -> (net, input, cotangent)`` for ``spec``."""
-    widths = spec.widths()
-    init = ["def __init__(self):", f"{_INDENT}super().__init__()"]
-    init += [
-        f"{_INDENT}self.layer{i} = {LAYER_KINDS[layer.kind].constructor(layer.params, widths[i])}"
-        for i, layer in enumerate(spec.layers)
-    ]
-    body = "\n".join(_INDENT + line if line else "" for line in [*init, "", *_forward_lines(spec)])
-    helpers = "".join(source + "\n\n" for source in _helper_sources(spec))
-    return f'''import torch
-from torch import nn
-from torch.utils.checkpoint import checkpoint
+    body = "\n".join(_INDENT + line if line else "" for line in [*_init_lines(spec), "", *_forward_and_methods(spec)])
+    policy = _SELECTIVE_POLICY if any(c.selective for c in spec.checkpoints) else ""
+    wrapping = "".join(f"\n{_INDENT}{line}" for line in _wrapping_lines(spec))
+    if spec.vocab is None:
+        shape, make_input = (
+            spec.input_shape,
+            "torch.randn(INPUT_SHAPE, generator=generator).to(device=DEVICE, dtype=DTYPE)",
+        )
+        make_input += f".requires_grad_({spec.input_requires_grad})"
+    else:
+        shape, make_input = (
+            spec.input_shape[:-1],
+            f"torch.randint({spec.vocab}, INPUT_SHAPE, generator=generator).to(DEVICE)",
+        )
+    return f'''{_IMPORTS}{_helper_sources(spec)}{policy}
 
-
-{helpers}class Net(nn.Module):
+class Net(nn.Module):
 {body}
 
 
 SEED = {spec.seed}
 DTYPE = torch.{spec.dtype}
 DEVICE = {spec.device!r}
-INPUT_SHAPE = {spec.input_shape}
+INPUT_SHAPE = {shape}
 OUTPUT_SHAPE = {spec.output_shape}
 
 
 def make_example():
-    """The network, its input (requiring grad) and the backward cotangent, all drawn from SEED."""
+    """The network, its input and the backward cotangent, all drawn from SEED."""
     torch.manual_seed(SEED)
-    net = Net().to(device=DEVICE, dtype=DTYPE)
+    net = Net().to(device=DEVICE, dtype=DTYPE){wrapping}
     generator = torch.Generator().manual_seed(SEED)
-    x = torch.randn(INPUT_SHAPE, generator=generator).to(device=DEVICE, dtype=DTYPE).requires_grad_()
+    x = {make_input}
     cotangent = torch.randn(OUTPUT_SHAPE, generator=generator).to(device=DEVICE, dtype=DTYPE)
     return net, x, cotangent
 '''

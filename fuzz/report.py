@@ -6,7 +6,7 @@ import hashlib
 import inspect
 import json
 import os
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,11 +31,11 @@ def main():
         thunder.dynamo.utils._checkpoint_function_converter = meta_preserving_checkpoint_function_converter
     net, x, cotangent = make_example()
     eager_net = copy.deepcopy(net)
-    eager = forward_backward(eager_net, eager_net, x.detach().clone().requires_grad_(), cotangent)
+    eager = forward_backward(eager_net, eager_net, fresh_input(x), cotangent)
     reference = float64_reference(net, x, cotangent) if DTYPE != torch.float64 else None
     thunder_net = copy.deepcopy(net)
     try:
-        result = forward_backward(thunderfx(thunder_net), thunder_net, x.detach().clone().requires_grad_(), cotangent)
+        result = forward_backward(thunderfx(thunder_net), thunder_net, fresh_input(x), cotangent)
     except Exception:
         traceback.print_exc()
         print("REPRODUCED: thunderfx raised where eager ran")
@@ -108,6 +108,8 @@ class CampaignStats:
     failing_examples: Counter = field(default_factory=Counter)
     failures: list[dict[str, Any]] = field(default_factory=list)
     first_failure: dict[str, Any] | None = None
+    # known issue id -> [examples where it reproduced, examples where it did not]
+    known_issues: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
 
     def record(self, outcome: Outcome, elapsed_s: float) -> None:
         """Count ``outcome``; ``elapsed_s`` is the campaign's age when it ended."""
@@ -153,6 +155,7 @@ class CampaignStats:
             "failing_examples_by_class": dict(self.failing_examples),
             "first_failure": self.first_failure,
             "failures": self.failures,
+            "known_issues": dict(self.known_issues),
         }
 
     @classmethod
@@ -168,6 +171,7 @@ class CampaignStats:
             failing_examples=Counter(data["failing_examples_by_class"]),
             failures=list(data["failures"]),
             first_failure=data["first_failure"],
+            known_issues=defaultdict(lambda: [0, 0], data["known_issues"]),
         )
 
     def merge(self, other: CampaignStats) -> None:
@@ -183,6 +187,9 @@ class CampaignStats:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.failing_examples += other.failing_examples
         self.failures += other.failures
+        for issue, (reproduced, not_reproduced) in other.known_issues.items():
+            self.known_issues[issue][0] += reproduced
+            self.known_issues[issue][1] += not_reproduced
         if other.first_failure and (
             not self.first_failure or other.first_failure["after_s"] < self.first_failure["after_s"]
         ):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from fuzz.model_builder import Example
-from fuzz.parity import float64_reference, forward_backward
+from fuzz.parity import float64_reference, forward_backward, fresh_input
 
 _CHECKPOINT_OP = torch.ops.higher_order.tag_activation_checkpoint
 
@@ -47,7 +47,7 @@ def _compile_report(backend) -> CompileReport:
 
 
 def _fresh_copy(example: Example) -> tuple[torch.nn.Module, torch.Tensor]:
-    return copy.deepcopy(example.net), example.input.detach().clone().requires_grad_()
+    return copy.deepcopy(example.net), fresh_input(example.input)
 
 
 def run_eager(example: Example) -> tuple:
@@ -58,7 +58,7 @@ def run_eager(example: Example) -> tuple:
 
 def run_reference(example: Example) -> tuple | None:
     """``(output, grads)`` of eager in float64 for a lower-precision example; None for a float64 one."""
-    if example.input.dtype == torch.float64:
+    if example.cotangent.dtype == torch.float64:
         return None
     return float64_reference(example.net, example.input, example.cotangent)
 
@@ -86,20 +86,30 @@ class Deadline(BaseException):
     """
 
 
+@dataclass
+class TimeLimit:
+    """Whether the limit of a `time_limit` block expired (thunder's interpreter may wrap the `Deadline`)."""
+
+    seconds: float | None
+    expired: bool = False
+
+
 @contextlib.contextmanager
-def time_limit(seconds: float | None) -> Iterator[None]:
+def time_limit(seconds: float | None) -> Iterator[TimeLimit]:
     """Raise `Deadline` in the block after ``seconds`` of wall clock (no limit when None or off the main thread)."""
+    limit = TimeLimit(seconds)
     if not seconds or threading.current_thread() is not threading.main_thread():
-        yield
+        yield limit
         return
 
     def expire(signum, frame):
+        limit.expired = True
         raise Deadline(f"exceeded the per-example time limit of {seconds:g} s")
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        yield
+        yield limit
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)

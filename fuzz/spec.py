@@ -13,9 +13,12 @@ from typing import Any
 from fuzz.layers import LAYER_KINDS
 
 SPEC_VERSION = 1
-DTYPES = ("float32", "float64")
+DTYPES = ("float32", "float64", "bfloat16", "float16")
 DEVICES = ("cpu", "cuda")
-CHECKPOINT_APIS = ("checkpoint",)
+# torch.utils.checkpoint.checkpoint; checkpoint_wrapper via apply_activation_checkpointing (one
+# module layer); torch.utils.checkpoint.checkpoint_sequential.
+CHECKPOINT_APIS = ("checkpoint", "wrapper", "sequential")
+DETERMINISM_CHECKS = ("default", "none")
 
 
 class SpecError(ValueError):
@@ -28,21 +31,36 @@ class LayerSpec:
 
     kind: str
     params: dict[str, Any] = field(default_factory=dict)
+    frozen: bool = False
 
 
 @dataclass
 class CheckpointSpec:
-    """Layers ``start .. stop-1`` run inside one checkpointed function."""
+    """Layers ``start .. stop-1`` run inside one checkpoint, through ``api`` with these options.
+
+    ``selective``: a selective-checkpointing ``context_fn`` whose policy saves matmul outputs.
+    ``nested``: the body checkpoints layers ``start+1 .. stop-1`` again (all of them if one).
+    ``segments``: the ``segments`` argument of ``checkpoint_sequential``.
+    """
 
     start: int
     stop: int
     api: str = "checkpoint"
     use_reentrant: bool = False
+    preserve_rng_state: bool = True
+    determinism_check: str = "default"
+    selective: bool = False
+    nested: bool = False
+    segments: int = 1
 
 
 @dataclass
 class NetSpec:
-    """A network: input ``(batch, [seq,] features)`` of ``dtype`` on ``device``, a layer stack, checkpoints."""
+    """A network: input ``(batch, [seq,] features)`` of ``dtype`` on ``device``, a layer stack, checkpoints.
+
+    With ``vocab`` set the input is instead integer tokens ``(batch, [seq])`` that an
+    ``nn.Embedding(vocab, features)`` turns into features before the first layer.
+    """
 
     features: int
     layers: list[LayerSpec]
@@ -52,10 +70,13 @@ class NetSpec:
     dtype: str = "float32"
     device: str = "cpu"
     seed: int = 0
+    input_requires_grad: bool = True
+    vocab: int | None = None
     version: int = SPEC_VERSION
 
     @property
     def input_shape(self) -> tuple[int, ...]:
+        """Shape of the features entering the first layer (after the embedding, if any)."""
         return (self.batch, self.features) if self.seq is None else (self.batch, self.seq, self.features)
 
     def widths(self) -> list[int]:
@@ -128,7 +149,10 @@ def validate(spec: NetSpec) -> None:
         spec.seq is None or _is_positive_int(spec.seq), f"seq must be null or a positive integer, got {spec.seq!r}"
     )
     _require(isinstance(spec.seed, int) and spec.seed >= 0, f"seed must be a non-negative integer, got {spec.seed!r}")
+    _require(spec.vocab is None or _is_positive_int(spec.vocab), f"vocab must be null or >= 1, got {spec.vocab!r}")
+    _require(isinstance(spec.input_requires_grad, bool), "input_requires_grad must be true or false")
     _require(len(spec.layers) >= 1, "a spec needs at least one layer")
+    width = spec.features
     for index, layer in enumerate(spec.layers):
         kind = LAYER_KINDS.get(layer.kind)
         _require(kind is not None, f"layers[{index}]: unknown kind {layer.kind!r}; known: {', '.join(LAYER_KINDS)}")
@@ -139,8 +163,20 @@ def validate(spec: NetSpec) -> None:
         )
         for param in kind.params:
             value = layer.params[param.name]
-            _require(param.is_valid(value), f"layers[{index}] ({layer.kind}): invalid {param.name}={value!r}")
-        _require(spec.dtype in kind.dtypes, f"layers[{index}] ({layer.kind}) does not support dtype {spec.dtype}")
+            _require(
+                param.is_valid(value, width),
+                f"layers[{index}] ({layer.kind}): invalid {param.name}={value!r} for input width {width}",
+            )
+        _require(
+            layer.frozen is False or (layer.frozen is True and kind.trainable(layer.params)),
+            f"layers[{index}] ({layer.kind}): frozen must be false for a layer without parameters",
+        )
+        width = kind.out_features(layer.params, width)
+    trainable = any(not layer.frozen and LAYER_KINDS[layer.kind].trainable(layer.params) for layer in spec.layers)
+    _require(
+        trainable or spec.input_requires_grad or spec.vocab is not None,
+        "nothing requires grad: unfreeze a layer with parameters or let the input require grad",
+    )
     previous_stop = 0
     for index, ckpt in enumerate(spec.checkpoints):
         _require(
@@ -155,5 +191,29 @@ def validate(spec: NetSpec) -> None:
             "list segments in layer order without overlap",
         )
         _require(ckpt.api in CHECKPOINT_APIS, f"checkpoints[{index}]: api {ckpt.api!r} is not one of {CHECKPOINT_APIS}")
-        _require(ckpt.use_reentrant is False, f"checkpoints[{index}]: use_reentrant=True is not supported yet")
+        for flag in ("use_reentrant", "preserve_rng_state", "selective", "nested"):
+            _require(isinstance(getattr(ckpt, flag), bool), f"checkpoints[{index}]: {flag} must be true or false")
+        _require(
+            ckpt.determinism_check in DETERMINISM_CHECKS,
+            f"checkpoints[{index}]: determinism_check {ckpt.determinism_check!r} is not one of {DETERMINISM_CHECKS}",
+        )
+        _require(
+            _is_positive_int(ckpt.segments) and ckpt.segments <= ckpt.stop - ckpt.start,
+            f"checkpoints[{index}]: segments must be 1..{ckpt.stop - ckpt.start}, got {ckpt.segments!r}",
+        )
+        _require(
+            not (
+                ckpt.selective and any(LAYER_KINDS[layer.kind].inplace for layer in spec.layers[ckpt.start : ckpt.stop])
+            ),
+            f"checkpoints[{index}]: selective checkpointing cannot hold in-place layers (eager rejects them)",
+        )
+        _require(
+            not (ckpt.use_reentrant and (ckpt.selective or ckpt.determinism_check != "default")),
+            f"checkpoints[{index}]: use_reentrant=True takes neither selective nor determinism_check",
+        )
+        if ckpt.api == "wrapper":
+            _require(
+                ckpt.stop - ckpt.start == 1 and not LAYER_KINDS[spec.layers[ckpt.start].kind].functional,
+                f"checkpoints[{index}]: api 'wrapper' wraps exactly one module layer",
+            )
         previous_stop = ckpt.stop

@@ -1,38 +1,67 @@
 """Hypothesis strategies that draw valid `NetSpec`s.
 
 Written to shrink well: every choice shrinks toward the simpler network (fewer layers, width
-1, float32, no sequence dim, fewer checkpoints, the first entry of each registry). Every
-layer kind accepts any input width and every dtype drawn is one the kind declares, so every
-spec is valid by construction.
+1, float32, no sequence dim, no embedding, fewer and plainer checkpoints, the first entry of
+each registry). Widths are tracked while drawing (some parameters depend on the incoming
+width) and each checkpoint's options are resolved to ones its API accepts, so every spec is
+valid by construction.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import strategies as st
 
 from fuzz.layers import LAYER_KINDS, LayerKind, Param
-from fuzz.spec import DTYPES, CheckpointSpec, LayerSpec, NetSpec
+from fuzz.spec import CHECKPOINT_APIS, DETERMINISM_CHECKS, DTYPES, CheckpointSpec, LayerSpec, NetSpec
 
 MAX_DIM = 64
 MAX_LAYERS = 8
 
 
-def _param_values(param: Param, max_dim: int) -> st.SearchStrategy[Any]:
+def _rarely(draw: st.DrawFn) -> bool:
+    """True about one time in six; shrinks to False."""
+    return draw(st.integers(0, 5)) == 5
+
+
+def _param_values(param: Param, width: int, max_dim: int) -> st.SearchStrategy[Any]:
     if param.domain == "dim":
         return st.integers(1, max_dim)
+    if param.domain == "divisor":
+        return st.sampled_from([d for d in range(1, width + 1) if width % d == 0])
+    if param.domain == "offset":
+        return st.integers(0, width - 1)
     if param.domain == "flag":
         return st.booleans()
     return st.sampled_from(param.choices)
 
 
 @st.composite
-def layer_specs(draw: st.DrawFn, kinds: Sequence[LayerKind], max_dim: int = MAX_DIM) -> LayerSpec:
-    """One layer of one of ``kinds`` with its parameters drawn from their declared domains."""
+def layer_specs(draw: st.DrawFn, kinds: Sequence[LayerKind], width: int, max_dim: int = MAX_DIM) -> LayerSpec:
+    """One layer of one of ``kinds`` for input ``width``, its parameters drawn from their declared domains."""
     kind = draw(st.sampled_from(kinds))
-    return LayerSpec(kind.name, {p.name: draw(_param_values(p, max_dim)) for p in kind.params})
+    params = {p.name: draw(_param_values(p, width, max_dim)) for p in kind.params}
+    frozen = _rarely(draw) and kind.trainable(params)  # drawn for every kind: shrinking is steadier
+    return LayerSpec(kind.name, params, frozen)
+
+
+@st.composite
+def checkpoint_options(draw: st.DrawFn, max_segments: int) -> CheckpointSpec:
+    """The API and options of a checkpoint (placeholder span; see `checkpoints_from_placements`)."""
+    return CheckpointSpec(
+        start=0,
+        stop=max_segments,
+        api=draw(st.sampled_from(CHECKPOINT_APIS)),
+        use_reentrant=draw(st.integers(0, 9)) == 9,  # rare: thunder rejects it (a known issue)
+        preserve_rng_state=not _rarely(draw),
+        determinism_check=draw(st.sampled_from(DETERMINISM_CHECKS)),
+        selective=_rarely(draw),
+        nested=_rarely(draw),
+        segments=draw(st.integers(1, max_segments)),
+    )
 
 
 # Where a layer sits relative to checkpoints, simplest first: outside any checkpoint; inside
@@ -41,26 +70,44 @@ PLACEMENTS = ("outside", "inside", "new")
 
 
 @st.composite
-def _placed_layer(draw: st.DrawFn, kinds: Sequence[LayerKind], max_dim: int) -> tuple[LayerSpec, str]:
-    return draw(layer_specs(kinds, max_dim)), draw(st.sampled_from(PLACEMENTS))
+def _placed_layer(draw: st.DrawFn, kinds: Sequence[LayerKind], width: int, max_dim: int) -> tuple[LayerSpec, Any, bool]:
+    """A layer, its placement (with the options of a checkpoint it may open) and whether more layers follow.
+
+    All three share one span, so the shrinker deletes a layer, its checkpoint membership and
+    options included, by deleting one span; the flag comes last so the remaining layers stay valid.
+    """
+    layer = draw(layer_specs(kinds, width, max_dim))
+    role = draw(st.sampled_from(PLACEMENTS))
+    options = draw(checkpoint_options(MAX_LAYERS)) if role != "outside" else None
+    return layer, (role, options), draw(st.integers(0, 3)) > 0
 
 
-@st.composite
-def _another_layer(draw: st.DrawFn, kinds: Sequence[LayerKind], max_dim: int) -> tuple[LayerSpec, str] | None:
-    # The "another layer?" flag, the layer and its placement share one span, so the shrinker
-    # deletes a layer (checkpoint membership included) by deleting one span.
-    return draw(_placed_layer(kinds, max_dim)) if draw(st.integers(0, 3)) > 0 else None
+def _valid_for_span(options: CheckpointSpec, start: int, stop: int, layers: Sequence[LayerSpec]) -> CheckpointSpec:
+    """``options`` placed on layers ``start .. stop-1``, with what its API cannot take reset to defaults."""
+    ckpt = replace(options, start=start, stop=stop, segments=min(options.segments, stop - start))
+    if any(LAYER_KINDS[layer.kind].inplace for layer in layers[start:stop]):
+        ckpt = replace(ckpt, selective=False)  # eager refuses in-place updates of tensors the policy saved
+    if ckpt.use_reentrant:  # the reentrant implementation takes neither context_fn nor determinism_check
+        ckpt = replace(ckpt, selective=False, determinism_check="default")
+    if ckpt.api == "wrapper" and (stop - start != 1 or LAYER_KINDS[layers[start].kind].functional):
+        ckpt = replace(ckpt, api="checkpoint")
+    if ckpt.api == "wrapper":
+        return replace(ckpt, nested=False, segments=1)
+    if ckpt.api == "sequential":  # checkpoint_sequential forwards only use_reentrant and preserve_rng_state
+        return replace(ckpt, determinism_check="default", selective=False, nested=False)
+    return replace(ckpt, segments=1)
 
 
-def checkpoints_from_placements(placements: Sequence[str]) -> list[CheckpointSpec]:
-    """The checkpoint segments that per-layer ``placements`` (see `PLACEMENTS`) describe."""
-    segments: list[CheckpointSpec] = []
+def checkpoints_from_placements(placements: Sequence[Any], layers: Sequence[LayerSpec]) -> list[CheckpointSpec]:
+    """The checkpoints that per-layer ``(role, options)`` placements (roles: `PLACEMENTS`) describe."""
+    spans: list[tuple[int, int, CheckpointSpec]] = []
     for index, placement in enumerate(placements):
-        if placement == "inside" and segments and segments[-1].stop == index:
-            segments[-1].stop = index + 1
-        elif placement != "outside":
-            segments.append(CheckpointSpec(index, index + 1))
-    return segments
+        role, options = placement
+        if role == "inside" and spans and spans[-1][1] == index:
+            spans[-1] = (spans[-1][0], index + 1, spans[-1][2])
+        elif role != "outside":
+            spans.append((index, index + 1, options))
+    return [_valid_for_span(options, start, stop, layers) for start, stop, options in spans]
 
 
 @st.composite
@@ -74,22 +121,28 @@ def net_specs(
     max_dim: int = MAX_DIM,
 ) -> NetSpec:
     """A valid `NetSpec` on ``device`` using layer ``kinds`` (default: the whole vocabulary)."""
+    usable = [LAYER_KINDS[name] for name in (kinds or LAYER_KINDS)]
     dtype = draw(st.sampled_from(dtypes))
-    usable = [LAYER_KINDS[name] for name in (kinds or LAYER_KINDS) if dtype in LAYER_KINDS[name].dtypes]
     batch = draw(st.integers(1, 4))
     seq = draw(st.integers(1, 8)) if draw(st.booleans()) else None
     features = draw(st.integers(1, max_dim))
-    placed = [draw(_placed_layer(usable, max_dim))]
-    while len(placed) < max_layers and (another := draw(_another_layer(usable, max_dim))) is not None:
-        placed.append(another)
-    seed = draw(st.integers(0, 2**16))
+    vocab = draw(st.integers(2, 64)) if _rarely(draw) else None
+    width, more, placed = features, True, []
+    while more and len(placed) < max_layers:
+        layer, placement, more = draw(_placed_layer(usable, width, max_dim))
+        placed.append((layer, placement))
+        width = LAYER_KINDS[layer.kind].out_features(layer.params, width)
+    layers = [layer for layer, _ in placed]
+    trainable = any(not layer.frozen and LAYER_KINDS[layer.kind].trainable(layer.params) for layer in layers)
     return NetSpec(
         features=features,
-        layers=[layer for layer, _ in placed],
-        checkpoints=checkpoints_from_placements([placement for _, placement in placed]),
+        layers=layers,
+        checkpoints=checkpoints_from_placements([placement for _, placement in placed], layers),
         batch=batch,
         seq=seq,
         dtype=dtype,
         device=device,
-        seed=seed,
+        seed=draw(st.integers(0, 2**16)),
+        input_requires_grad=not _rarely(draw) and vocab is None or (vocab is None and not trainable),
+        vocab=vocab,
     )

@@ -6,12 +6,14 @@ from hypothesis.control import current_build_context
 
 from fuzz.campaign import Campaign
 from fuzz.harness import check_spec
-from fuzz.spec import NetSpec
+from fuzz.known_issues import known_issues_for
+from fuzz.spec import DTYPES, NetSpec
 from fuzz.strategies import net_specs
 
 
 def _specs(campaign: Campaign) -> st.SearchStrategy[NetSpec]:
-    return net_specs(device=campaign.config.device)
+    config = campaign.config
+    return net_specs(device=config.device, kinds=config.kinds, dtypes=config.dtypes or DTYPES)
 
 
 def _events(spec: NetSpec) -> None:
@@ -33,6 +35,10 @@ def test_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -
         current_build_context().data.mark_overrun()
     spec = data.draw(_specs(campaign), label="spec")
     _events(spec)
+    known = known_issues_for(spec)
+    if known and (campaign.config.profile == "ci" or any(issue.slow for issue in known)):
+        event(f"skipped, known issue: {', '.join(issue.id for issue in known)}")
+        reject()
     outcome = check_spec(spec, converter=campaign.config.converter, timeout_s=campaign.config.timeout_s)
     campaign.record(outcome)
     if not outcome.valid:
@@ -41,6 +47,11 @@ def test_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -
     event("thunder compiled every checkpointed region" if outcome.compiled else "thunder fell back")
     if outcome.converters_disagree:
         event("stock and fixed converters disagree")
+    if known:
+        reproduced = campaign.record_known_issues(known, outcome)
+        event(f"known issue {'reproduced' if reproduced else 'did not reproduce'}: {known[0].id}")
+        if reproduced:
+            return
     if outcome.failure is not None:
         note(f"spec.json:\n{spec.to_json()}")
         note(f"repro.py:\n{campaign.on_failure(spec, outcome.failure)}")

@@ -10,7 +10,7 @@ from fuzz.spec import DTYPES, CheckpointSpec, LayerSpec, NetSpec
 
 def _params(kind_name: str) -> dict:
     # Widths differ from the input width (5) so a wrong out_features shows up as a shape error.
-    values = {"dim": 3, "flag": True}
+    values = {"dim": 3, "divisor": 5, "offset": 2, "flag": True}
     return {p.name: values.get(p.domain, p.choices[-1] if p.choices else None) for p in LAYER_KINDS[kind_name].params}
 
 

@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
         (["--fuzz-minutes", "0"], "--fuzz-minutes must be positive, got 0.0"),
         (["--fuzz-shards", "0"], "--fuzz-shards must be at least 1, got 0"),
         (["--fuzz-database", "/proc/fuzz-db"], "--fuzz-database /proc/fuzz-db: cannot create it"),
+        (["--fuzz-layers", "linear,conv2d"], "--fuzz-layers: unknown conv2d; choose from linear, relu"),
+        (["--fuzz-dtypes", "float8"], "--fuzz-dtypes: unknown float8; choose from float32, float64, bfloat16, float16"),
     ],
 )
 def test_bad_options_are_one_line_errors(args, message, tmp_path):

@@ -1,0 +1,54 @@
+"""Greedy reduction of a failing spec after Hypothesis's shrinking, before its repro is written.
+
+Hypothesis's shrinker works on the choice sequence and can stop in a local minimum (a leading
+``linear(1 -> 1)`` that deleting its span alone does not remove, for one). This pass works on
+the spec itself: it tries deleting each layer and each checkpoint, keeping a candidate when it
+is valid and still fails in the same class, until nothing more goes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+from fuzz.spec import NetSpec, SpecError, validate
+
+
+def _without_layer(spec: NetSpec, index: int) -> NetSpec:
+    checkpoints = []
+    for ckpt in spec.checkpoints:
+        start = ckpt.start - (ckpt.start > index)
+        stop = ckpt.stop - (ckpt.stop > index)
+        if stop > start:
+            checkpoints.append(replace(ckpt, start=start, stop=stop, segments=min(ckpt.segments, stop - start)))
+    return replace(spec, layers=spec.layers[:index] + spec.layers[index + 1 :], checkpoints=checkpoints)
+
+
+def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
+    for index in range(len(spec.layers)):
+        yield _without_layer(spec, index)
+    for index in range(len(spec.checkpoints)):
+        yield replace(spec, checkpoints=spec.checkpoints[:index] + spec.checkpoints[index + 1 :])
+
+
+def _valid(spec: NetSpec) -> bool:
+    try:
+        validate(spec)
+    except SpecError:
+        return False
+    return True
+
+
+def reduce_spec(spec: NetSpec, still_fails: Callable[[NetSpec], bool], max_checks: int = 50) -> NetSpec:
+    """The smallest spec reachable from ``spec`` by deleting layers and checkpoints while ``still_fails``."""
+    checks = 0
+    progress = True
+    while progress and checks < max_checks:
+        progress = False
+        for candidate in _candidates(spec):
+            if len(candidate.layers) and _valid(candidate):
+                checks += 1
+                if still_fails(candidate):
+                    spec, progress = candidate, True
+                    break
+    return spec
