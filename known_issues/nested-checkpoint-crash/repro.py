@@ -46,7 +46,7 @@ class Net(nn.Module):
 
 SEED = 0
 DTYPE = torch.float32
-DEVICE = "cpu"
+DEVICE = 'cpu'
 INPUT_SHAPE = (1, 1)
 OUTPUT_SHAPE = (1, 1)
 
@@ -61,7 +61,7 @@ def make_example():
     return net, x, cotangent
 
 
-CONVERTER = "fixed"
+CONVERTER = 'fixed'
 
 
 """The forward/backward run and the tensor comparison, shared by the harness and every repro.py.
@@ -171,6 +171,7 @@ def compare(thunder_result, eager_result, reference_result=None):
         if (m := mismatch(thunder_grads.get(name), eager_grads[name], ref_grads.get(name)))
     ]
     return forward, gradients
+
 
 
 def meta_preserving_checkpoint_function_converter(gm: torch.fx.GraphModule) -> None:
