@@ -42,10 +42,10 @@ def _choice_list(config: pytest.Config, name: str, known) -> tuple[str, ...] | N
     if (value := config.getoption(name)) is None:
         return None
     chosen = tuple(v.strip() for v in value.split(",") if v.strip())
-    if unknown := [v for v in chosen if v not in known] or not chosen:
-        raise pytest.UsageError(
-            f"--{name.replace('_', '-')}: unknown {unknown or 'empty list'}; choose from {', '.join(known)}"
-        )
+    unknown = [v for v in chosen if v not in known]
+    if unknown or not chosen:
+        problem = f"unknown {', '.join(unknown)}" if unknown else "empty list"
+        raise pytest.UsageError(f"--{name.replace('_', '-')}: {problem}; choose from {', '.join(known)}")
     return chosen
 
 

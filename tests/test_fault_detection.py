@@ -23,13 +23,26 @@ MINIMAL = NetSpec(features=1, layers=[LayerSpec("tanh")], checkpoints=[Checkpoin
 
 
 _CAMPAIGN = "fuzz/test_ckpt_grad_parity.py -p tests.faults -p no:logging -p no:xdist --fuzz-device cpu --fuzz-shards 1"
-# The first vocabulary: the self-test then does not depend on which real thunder bugs the rest exposes.
+# The first vocabulary in float32/float64: the self-test then does not depend on which real thunder
+# bugs (or low-precision tolerance questions) the rest of the space exposes.
 _LAYERS = "linear,relu,tanh,sigmoid,gelu,silu,softplus,layer_norm,mlp,residual"
+_DTYPES = "float32,float64"
 
 
 def _campaign_command(tmp: Path, *extra: str) -> list[str]:
     paths = ["--fuzz-artifacts", str(tmp / "artifacts"), "--fuzz-database", str(tmp / "db")]
-    return [sys.executable, "-m", "pytest", *_CAMPAIGN.split(), "--fuzz-layers", _LAYERS, *paths, *extra]
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        *_CAMPAIGN.split(),
+        "--fuzz-layers",
+        _LAYERS,
+        "--fuzz-dtypes",
+        _DTYPES,
+        *paths,
+        *extra,
+    ]
 
 
 def _campaign(tmp: Path, *extra: str, fault: str | None = FAULT) -> subprocess.CompletedProcess:
