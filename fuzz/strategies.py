@@ -143,6 +143,7 @@ def net_specs(
         dtype=dtype,
         device=device,
         seed=draw(st.integers(0, 2**16)),
-        input_requires_grad=not _rarely(draw) and vocab is None or (vocab is None and not trainable),
+        # Tokens never require grad; a float input goes without grad only when some layer trains.
+        input_requires_grad=vocab is None and (not _rarely(draw) or not trainable),
         vocab=vocab,
     )

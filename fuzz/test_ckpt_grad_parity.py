@@ -24,6 +24,23 @@ def _events(spec: NetSpec) -> None:
         event(f"layer {kind}")
     for kind in sorted({layer.kind for i, layer in enumerate(spec.layers) if spec.checkpointed(i)}):
         event(f"checkpointed layer {kind}")
+    for ckpt in spec.checkpoints:
+        event(f"checkpoint api {ckpt.api}")
+        options = ("use_reentrant", "selective", "nested")
+        for option in [o for o in options if getattr(ckpt, o)] + ["preserve_rng_state=False"] * (
+            not ckpt.preserve_rng_state
+        ):
+            event(f"checkpoint {option}")
+        if ckpt.determinism_check != "default":
+            event(f"checkpoint determinism_check={ckpt.determinism_check}")
+    for feature, present in (
+        ("sequence dim", spec.seq is not None),
+        ("embedding input", spec.vocab is not None),
+        ("input without grad", not spec.input_requires_grad and spec.vocab is None),
+        ("frozen layer", any(layer.frozen for layer in spec.layers)),
+    ):
+        if present:
+            event(feature)
 
 
 @given(data=st.data())

@@ -6,6 +6,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import HealthCheck, find, given, settings
 
+from fuzz.reduce import reduce_spec
 from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec, SpecError, validate
 from fuzz.strategies import checkpoints_from_placements, net_specs
 
@@ -26,19 +27,17 @@ def _has_checkpointed(kind: str):
     return lambda spec: any(layer.kind == kind and spec.checkpointed(i) for i, layer in enumerate(spec.layers))
 
 
-# Shrinking is heuristic: "residual" sometimes stops at [linear(1 -> 1), residual] (a local minimum).
-@pytest.mark.parametrize("kind", ["tanh", "layer_norm", "mlp"])
+@pytest.mark.parametrize("kind", ["tanh", "layer_norm", "mlp", "residual"])
 def test_shrinks_to_that_one_layer_inside_one_checkpoint_at_the_smallest_dims(kind):
-    smallest = find(net_specs(), _has_checkpointed(kind), settings=settings(database=None, max_examples=2000))
+    # What a failure's repro gets: Hypothesis's shrinking, then the spec-level reduction, which
+    # removes the leading linear(1 -> 1) layers the shrinker sometimes stops at.
+    predicate = _has_checkpointed(kind)
+    shrunk = find(net_specs(), predicate, settings=settings(database=None, max_examples=2000, derandomize=True))
+    assert (shrunk.features, shrunk.batch, shrunk.seq, shrunk.dtype, shrunk.seed) == (1, 1, None, "float32", 0)
+    assert len(shrunk.layers) <= 3
+    smallest = reduce_spec(shrunk, predicate)
     assert len(smallest.layers) == 1 and smallest.layers[0].kind == kind
-    assert smallest.checkpoints == [CheckpointSpec(0, 1)]
-    assert (smallest.features, smallest.batch, smallest.seq, smallest.dtype, smallest.seed) == (
-        1,
-        1,
-        None,
-        "float32",
-        0,
-    )
+    assert [(c.start, c.stop, c.api) for c in smallest.checkpoints] == [(0, 1, "checkpoint")]
     assert all(v in (1, False, "relu") for v in smallest.layers[0].params.values())
 
 
