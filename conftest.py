@@ -131,7 +131,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     if campaign is None or _worker_id(config) is not None:
         return
     summary = campaign.summary()
-    if summary["examples"]:
+    if summary is not None:
         terminalreporter.section("fuzz campaign summary")
         for line in summary_lines(summary):
             terminalreporter.write_line(line)

@@ -126,10 +126,17 @@ class Campaign:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / f"{worker}.json").write_text(json.dumps(self.stats.to_dict()))
 
-    def summary(self) -> dict[str, Any]:
-        """Merge every worker's stats into the campaign summary and write ``<artifacts>/summary.json``."""
+    def summary(self) -> dict[str, Any] | None:
+        """Merge every worker's stats into the campaign summary and write ``<artifacts>/summary.json``.
+
+        None, and nothing written, when no process ran an example (a run of the self-tests alone
+        must not overwrite the last campaign's summary).
+        """
+        stats = sorted((self.config.artifacts / _WORKER_STATS).glob("*.json"))
+        if not stats:
+            return None
         merged = CampaignStats()
-        for path in sorted((self.config.artifacts / _WORKER_STATS).glob("*.json")):
+        for path in stats:
             merged.merge(CampaignStats.from_dict(json.loads(path.read_text())))
         wall = time.time() - self.started
         summary = {

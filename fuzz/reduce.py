@@ -2,8 +2,9 @@
 
 Hypothesis's shrinker works on the choice sequence and can stop in a local minimum (a leading
 ``linear(1 -> 1)`` that deleting its span alone does not remove, for one). This pass works on
-the spec itself: it tries deleting each layer and each checkpoint, keeping a candidate when it
-is valid and still fails in the same class, until nothing more goes.
+the spec itself: it tries deleting each layer and each checkpoint and going back to the plain
+float input, keeping a candidate when it is valid and still fails in the same class, until
+nothing more goes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
         yield _without_layer(spec, index)
     for index in range(len(spec.checkpoints)):
         yield replace(spec, checkpoints=spec.checkpoints[:index] + spec.checkpoints[index + 1 :])
+    # The plain input: float features that require grad, no embedding.
+    if spec.vocab is not None or not spec.input_requires_grad:
+        yield replace(spec, vocab=None, input_requires_grad=True)
 
 
 def _valid(spec: NetSpec) -> bool:

@@ -27,3 +27,9 @@ def test_keeps_what_the_failure_needs_and_never_builds_an_invalid_spec():
     )
     needs_linear = lambda s: _has_checkpointed_tanh(s) and any(layer.kind == "linear" for layer in s.layers)  # noqa: E731
     assert reduce_spec(spec, needs_linear) == spec
+
+
+def test_goes_back_to_the_plain_input_when_the_failure_does_not_need_the_embedding():
+    spec = NetSpec(features=1, layers=[LayerSpec("tanh")], checkpoints=[CheckpointSpec(0, 1)], vocab=2)
+    reduced = reduce_spec(spec, _has_checkpointed_tanh)
+    assert reduced.vocab is None and reduced.input_requires_grad
