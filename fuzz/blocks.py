@@ -99,3 +99,17 @@ class MatMul(nn.Module):
 
     def forward(self, x):
         return torch.matmul(x, self.weight)
+
+
+class TransformerBlock(nn.Module):
+    """A pre-norm transformer block: ``x + attention(norm_1(x))``, then ``x + mlp(norm_2(x))``."""
+
+    def __init__(self, dim: int, heads: int, hidden: int, causal: bool) -> None:
+        super().__init__()
+        self.norm_1, self.norm_2 = RMSNorm(dim), RMSNorm(dim)
+        self.attention = Attention(dim, heads, causal)
+        self.mlp = SwiGLU(dim, hidden)
+
+    def forward(self, x):
+        x = x + self.attention(self.norm_1(x))
+        return x + self.mlp(self.norm_2(x))

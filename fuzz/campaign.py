@@ -171,6 +171,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"[profile {summary['profile']}, device {summary['device']}, converter {summary['converter']}]",
         f"thunder compiled every checkpointed region in {summary['compiled_by_thunder']}/{summary['valid']} "
         f"valid examples (share {summary['compiled_share']}); {summary['fell_back']} fell back",
+        f"invalid examples by reason: {summary['invalid_reasons'] or 'none'}; "
+        f"{len(summary['coverage'])} features exercised (counts under 'coverage' in summary.json)",
     ]
     if summary["converter_comparisons"]:
         lines.append(

@@ -9,7 +9,7 @@ import torch
 
 from fuzz.fix import use_converter
 from fuzz.model_builder import build_example
-from fuzz.oracle import ExampleTimeout, ParityFailure, ThunderCrash, judge
+from fuzz.oracle import ExampleTimeout, ForwardDivergence, GradientDivergence, ParityFailure, ThunderCrash, judge
 from fuzz.runner import (
     CompileReport,
     Deadline,
@@ -30,6 +30,7 @@ class Outcome:
 
     spec: NetSpec
     valid: bool
+    invalid_reason: str | None = None
     compile_report: CompileReport | None = None
     failure: ParityFailure | None = None
     seconds: float = 0.0
@@ -38,7 +39,7 @@ class Outcome:
     @property
     def compiled(self) -> bool:
         """Thunder compiled every graph and every checkpointed region of the network."""
-        return self.compile_report is not None and self.compile_report.compiled_everything(len(self.spec.checkpoints))
+        return _compiled(self.compile_report, len(self.spec.checkpoints))
 
 
 def _finite(result: tuple) -> bool:
@@ -65,6 +66,10 @@ def _run_thunder(
     return result, report, None
 
 
+def _compiled(report: CompileReport | None, checkpoints: int) -> bool:
+    return report is not None and report.compiled_everything(checkpoints)
+
+
 def _same_results(a: tuple | None, b: tuple | None) -> bool:
     if a is None or b is None:
         return a is b
@@ -82,21 +87,43 @@ def _same_results(a: tuple | None, b: tuple | None) -> bool:
 def check_spec(spec: NetSpec, *, converter: str = "fixed", timeout_s: float | None = DEFAULT_TIMEOUT_S) -> Outcome:
     """Run ``spec`` eagerly and under thunderfx with ``converter`` ("fixed", "stock" or "both") and judge.
 
+    A network with random layers is judged against thunderfx of its ``PlainNet`` (no checkpoints,
+    same seed) instead of eager: eager and thunder draw different random streams, while
+    checkpointing must not change what thunder computes (docs/oracle.md says why this is sound).
     With "both", the verdict is the fixed converter's and ``converters_disagree`` says whether the
     stock converter gave a different verdict or any bitwise different output or gradient.
     An eager failure is a bug of the harness (specs are valid by construction) and propagates.
     """
     start = time.perf_counter()
+
+    def invalid(reason: str) -> Outcome:
+        return Outcome(spec, valid=False, invalid_reason=reason, seconds=time.perf_counter() - start)
+
     example = build_example(spec)
     eager = run_eager(example)
     if not _finite(eager):
-        return Outcome(spec, valid=False, seconds=time.perf_counter() - start)
-    reference = run_reference(example)
-    result, report, failure = _run_thunder(example, "fixed" if converter == "both" else converter, timeout_s)
-    failure = failure or judge(result, eager, reference)
+        return invalid("eager produced non-finite values")
+    expected, reference, baseline = eager, run_reference(example), "eager"
+    if spec.random:
+        plain = build_example(spec, checkpointing=False)
+        if judge(run_eager(plain), eager) is not None:
+            return invalid("eager differs from eager without checkpoints")
+        expected, plain_report, failure = _run_thunder(plain, "stock", timeout_s)
+        if failure is not None:
+            return Outcome(spec, True, failure=failure, seconds=time.perf_counter() - start)
+        reference, baseline = None, "thunderfx without checkpoints"
+
+    def run(name: str) -> tuple[tuple | None, CompileReport | None, ParityFailure | None]:
+        result, report, failure = _run_thunder(example, name, timeout_s)
+        return result, report, failure or judge(result, expected, reference, baseline)
+
+    result, report, failure = run("fixed" if converter == "both" else converter)
+    if spec.random and isinstance(failure, (ForwardDivergence, GradientDivergence)):
+        if not (_compiled(report, len(spec.checkpoints)) and _compiled(plain_report, 0)):
+            # Part of a network ran outside thunder, drawing eager's random stream: nothing to compare.
+            return invalid("a random layer may have run outside thunder")
     disagree = None
     if converter == "both":
-        stock_result, _, stock_failure = _run_thunder(example, "stock", timeout_s)
-        stock_failure = stock_failure or judge(stock_result, eager, reference)
+        stock_result, _, stock_failure = run("stock")
         disagree = type(stock_failure) is not type(failure) or not _same_results(stock_result, result)
-    return Outcome(spec, True, report, failure, time.perf_counter() - start, disagree)
+    return Outcome(spec, True, None, report, failure, time.perf_counter() - start, disagree)

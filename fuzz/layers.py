@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuzz.blocks import Attention, Gram, InplaceResidual, MatMul, Residual, RMSNorm, SwiGLU
+from fuzz.blocks import Attention, Gram, InplaceResidual, MatMul, Residual, RMSNorm, SwiGLU, TransformerBlock
 
 # Name -> constructor source, simplest first (shrinking prefers earlier entries).
 ACTIVATIONS: dict[str, str] = {
@@ -52,10 +52,13 @@ FUNCTIONS: dict[str, str] = {
     "abs": "x.abs()",
     "clamp": "x.clamp(-0.5, 0.5)",
     "transpose_contiguous": "x.transpose(0, -1).contiguous().transpose(0, -1)",
+    # reversed(range(...)), not range(n - 1, -1, -1): dynamo 2.9 unpacks the latter as its constructor arguments.
+    "permute_contiguous": "x.permute(*reversed(range(x.dim()))).contiguous().permute(*reversed(range(x.dim())))",
     "fold_transpose": "x.view(*x.shape[:-1], {groups}, -1).transpose(-1, -2).reshape(x.shape)",
     "chunk_swap": "torch.cat(x.chunk({chunks}, dim=-1)[::-1], dim=-1)",
     "split_swap": "torch.cat(torch.split(x, {size}, dim=-1)[::-1], dim=-1)",
     "roll_slices": "torch.cat([x[..., {offset}:], x[..., :{offset}]], dim=-1)",
+    "narrow_swap": "torch.cat([x.narrow(-1, {offset}, x.shape[-1] - {offset}), x.narrow(-1, 0, {offset})], dim=-1)",
 }
 
 
@@ -96,7 +99,9 @@ class LayerKind:
     expression of ``x``. ``has_parameters``: the module can have parameters (so it can be
     frozen); ``parameters_flag`` names the flag param that turns them on, if one does.
     ``inplace``: mutates a saved tensor in place (eager rejects that under selective checkpointing).
-    ``helpers``: classes of `fuzz.blocks` the source uses.
+    ``helpers``: classes of `fuzz.blocks` the source uses. ``random``: draws random numbers in
+    training mode (eager and thunder draw different streams; the oracle compares such networks
+    differently, see `fuzz.oracle`).
     """
 
     name: str
@@ -108,6 +113,7 @@ class LayerKind:
     has_parameters: bool = False
     parameters_flag: str | None = None
     inplace: bool = False
+    random: bool = False
 
     def trainable(self, params: Mapping[str, Any]) -> bool:
         """Whether a layer of this kind with ``params`` has parameters."""
@@ -129,6 +135,7 @@ _FUNCTION_PARAMS = {
     "chunk_swap": (Param("chunks", "dim"),),
     "split_swap": (Param("size", "dim"),),
     "roll_slices": (Param("offset", "offset"),),
+    "narrow_swap": (Param("offset", "offset"),),
 }
 
 
@@ -151,8 +158,12 @@ LAYER_KINDS: dict[str, LayerKind] = {
         _module("residual", lambda p, d: f"Residual(nn.Linear({d}, {p['hidden']}), {ACTIVATIONS[p['activation']]}, "
                 f"nn.Linear({p['hidden']}, {d}))", _HIDDEN, _ACTIVATION, helpers=(Residual,)),
         _module("swiglu", lambda p, d: f"SwiGLU({d}, {p['hidden']})", _HIDDEN, helpers=(SwiGLU,)),
+        LayerKind("dropout", _fixed("nn.Dropout({p})"), (Param("p", "choice", ("0.5", "0.1")),), random=True),
         _module("attention", lambda p, d: f"Attention({d}, heads={p['heads']}, causal={p['causal']})",
                 Param("heads", "divisor"), Param("causal", "flag"), helpers=(Attention,)),
+        _module("transformer_block", lambda p, d: f"TransformerBlock({d}, heads={p['heads']}, hidden={p['hidden']}, "
+                f"causal={p['causal']})", Param("heads", "divisor"), _HIDDEN, Param("causal", "flag"),
+                helpers=(RMSNorm, Attention, SwiGLU, TransformerBlock)),
         _module("matmul", lambda p, d: f"MatMul({d}, {p['out_features']})", _OUT, out_features=_out_features,
                 helpers=(MatMul,)),
         LayerKind("gram", _fixed("Gram()"), helpers=(Gram,)),

@@ -93,12 +93,53 @@ def _checkpoint_options(ckpt: CheckpointSpec) -> str:
     return ", ".join([f"use_reentrant={ckpt.use_reentrant}", *_checkpoint_kwargs(ckpt)])
 
 
-def _method(name: str, body: list[str]) -> list[str]:
-    return [f"def {name}(self, x):", *(_INDENT + line for line in body), f"{_INDENT}return x", ""]
+def _method(name: str, body: list[str], signature: str = "x", returns: str = "x") -> list[str]:
+    return [f"def {name}(self, {signature}):", *(_INDENT + line for line in body), f"{_INDENT}return {returns}", ""]
 
 
-def _forward_and_methods(spec: NetSpec) -> list[str]:
-    """Source lines of the checkpointed-body methods, then of ``forward``."""
+def _autocast(body: list[str]) -> list[str]:
+    """``body`` inside a bfloat16 autocast region."""
+    return ["with torch.autocast(DEVICE, dtype=torch.bfloat16):", *(_INDENT + line for line in body)]
+
+
+def _call(function: str, arguments: str, ckpt: CheckpointSpec, checkpointing: bool) -> str:
+    """``function(arguments)`` through ``checkpoint`` with ``ckpt``'s options, or directly."""
+    if checkpointing:
+        return f"checkpoint({function}, {arguments}, {_checkpoint_options(ckpt)})"
+    return f"{function}({arguments})"
+
+
+def _checkpointed_call(
+    spec: NetSpec, number: int, ckpt: CheckpointSpec, checkpointing: bool
+) -> tuple[list[str], list[str]]:
+    """Source lines of the methods a "checkpoint" api segment needs, and of its call in ``forward``.
+
+    Without ``checkpointing`` only the methods that differ from the checkpointing ones are returned.
+    """
+    name = f"self.checkpointed{number}"
+    body = [f"x = {_applied(spec, i)}" for i in range(ckpt.start, ckpt.stop)]
+    inner: list[str] = []
+    if ckpt.nested:
+        outer, inner = (body[:1], body[1:]) if len(body) > 1 else ([], body)
+        inner_ckpt = CheckpointSpec(0, 1, use_reentrant=ckpt.use_reentrant)
+        body = [*outer, f"x = {_call(f'{name}_inner', 'x', inner_ckpt, checkpointing)}"]
+    if spec.autocast == "checkpoints":  # back to the network's dtype, as code that autocasts one block does
+        body = [*_autocast(body), "x = x.to(DTYPE)"]
+    signature, arguments = "x", "x"
+    if ckpt.extra_args:
+        signature, arguments = "x, scale, *, shift", "x, 0.5, shift=x.mean(dim=-1, keepdim=True)"
+        body = ["x = x * scale + shift", *body]
+    returns, target, after = "x", "x", []
+    if ckpt.multi_output:
+        returns, target, after = "x, x.mean(dim=-1, keepdim=True)", "x, aux", ["x = x + aux"]
+    methods = _method(f"checkpointed{number}", body, signature, returns) if checkpointing or ckpt.nested else []
+    if checkpointing and ckpt.nested:
+        methods = _method(f"checkpointed{number}_inner", inner) + methods
+    return methods, [f"{target} = {_call(name, arguments, ckpt, checkpointing)}", *after]
+
+
+def _forward_and_methods(spec: NetSpec, checkpointing: bool) -> list[str]:
+    """Source lines of the checkpointed-body methods, then of ``forward`` (see `_checkpointed_call`)."""
     segments = {c.start: (i, c) for i, c in enumerate(spec.checkpoints)}
     methods: list[str] = []
     forward = ["x = self.embed(x)"] if spec.vocab is not None else []
@@ -110,21 +151,18 @@ def _forward_and_methods(spec: NetSpec) -> list[str]:
             index += 1
             continue
         span = range(ckpt.start, ckpt.stop)
-        if ckpt.api == "sequential":
+        if ckpt.api == "sequential" and checkpointing:
             functions = ", ".join(_callable(spec, i) for i in span)
             forward.append(f"x = checkpoint_sequential([{functions}], {ckpt.segments}, x, {_checkpoint_options(ckpt)})")
+        elif ckpt.api == "sequential":
+            forward += [f"x = {_applied(spec, i)}" for i in span]
         else:
-            body = [f"x = {_applied(spec, i)}" for i in span]
-            if ckpt.nested:
-                outer, inner = (body[:1], body[1:]) if len(body) > 1 else ([], body)
-                methods += _method(f"checkpointed{number}_inner", inner)
-                body = [
-                    *outer,
-                    f"x = checkpoint(self.checkpointed{number}_inner, x, use_reentrant={ckpt.use_reentrant})",
-                ]
-            methods += _method(f"checkpointed{number}", body)
-            forward.append(f"x = checkpoint(self.checkpointed{number}, x, {_checkpoint_options(ckpt)})")
+            body_methods, call = _checkpointed_call(spec, number, ckpt, checkpointing)
+            methods += body_methods
+            forward += call
         index = ckpt.stop
+    if spec.autocast == "forward":
+        forward = _autocast(forward)
     return methods + ["def forward(self, x):", *(_INDENT + line for line in forward), f"{_INDENT}return x"]
 
 
@@ -156,11 +194,23 @@ def _wrapping_lines(spec: NetSpec) -> list[str]:
     return lines
 
 
+def _class_body(lines: list[str]) -> str:
+    return "\n".join(_INDENT + line if line else "" for line in lines)
+
+
 def network_source(spec: NetSpec) -> str:
-    """Standalone Python source defining ``Net`` and ``make_example() -> (net, input, cotangent)`` for ``spec``."""
-    body = "\n".join(_INDENT + line if line else "" for line in [*_init_lines(spec), "", *_forward_and_methods(spec)])
+    """Standalone Python source for ``spec``: ``Net``, ``PlainNet`` and ``make_example``.
+
+    ``PlainNet`` is ``Net`` with every checkpoint call replaced by a direct call (same modules,
+    same parameters, same functions). ``make_example(checkpointing=True)`` returns the network
+    (``Net``, or ``PlainNet`` without checkpointing), its input and its cotangent.
+    """
+    body = _class_body([*_init_lines(spec), "", *_forward_and_methods(spec, checkpointing=True)])
+    plain_body = _class_body(_forward_and_methods(spec, checkpointing=False))
     policy = _SELECTIVE_POLICY if any(c.selective for c in spec.checkpoints) else ""
-    wrapping = "".join(f"\n{_INDENT}{line}" for line in _wrapping_lines(spec))
+    wrapping = "".join(f"\n{_INDENT * 2}{line}" for line in _wrapping_lines(spec))
+    if wrapping:
+        wrapping = f"\n{_INDENT}if checkpointing:{wrapping}"
     if spec.vocab is None:
         shape, make_input = (
             spec.input_shape,
@@ -178,6 +228,12 @@ class Net(nn.Module):
 {body}
 
 
+class PlainNet(Net):
+    """``Net`` without its checkpoints: the checkpointed functions are called directly."""
+
+{plain_body}
+
+
 SEED = {spec.seed}
 DTYPE = torch.{spec.dtype}
 DEVICE = {spec.device!r}
@@ -185,10 +241,10 @@ INPUT_SHAPE = {shape}
 OUTPUT_SHAPE = {spec.output_shape}
 
 
-def make_example():
-    """The network, its input and the backward cotangent, all drawn from SEED."""
+def make_example(checkpointing=True):
+    """The network (``PlainNet`` without checkpointing), its input and the backward cotangent, drawn from SEED."""
     torch.manual_seed(SEED)
-    net = Net().to(device=DEVICE, dtype=DTYPE){wrapping}
+    net = (Net if checkpointing else PlainNet)().to(device=DEVICE, dtype=DTYPE){wrapping}
     generator = torch.Generator().manual_seed(SEED)
     x = {make_input}
     cotangent = torch.randn(OUTPUT_SHAPE, generator=generator).to(device=DEVICE, dtype=DTYPE)
@@ -196,12 +252,12 @@ def make_example():
 '''
 
 
-def build_example(spec: NetSpec) -> Example:
-    """Execute ``network_source(spec)`` and return its network, input and cotangent."""
+def build_example(spec: NetSpec, checkpointing: bool = True) -> Example:
+    """Execute ``network_source(spec)``; return ``make_example(checkpointing)``'s network, input and cotangent."""
     source = network_source(spec)
     # A distinct, registered file name per source keeps tracebacks and dynamo's messages readable.
     filename = f"<fuzz-net-{hashlib.sha1(source.encode()).hexdigest()[:12]}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     namespace: dict = {"__name__": "fuzz_generated_net"}
     exec(compile(source, filename, "exec"), namespace)
-    return Example(*namespace["make_example"]())
+    return Example(*namespace["make_example"](checkpointing))

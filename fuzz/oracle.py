@@ -41,14 +41,18 @@ class ExampleTimeout(ParityFailure):
     failure_class = "timeout"
 
 
-def judge(thunder_result: tuple, eager_result: tuple, reference_result: tuple | None = None) -> ParityFailure | None:
-    """The failure (not raised) when ``thunder_result`` diverges from eager, else None.
+def judge(
+    thunder_result: tuple, expected_result: tuple, reference_result: tuple | None = None, baseline: str = "eager"
+) -> ParityFailure | None:
+    """The failure (not raised) when ``thunder_result`` diverges from ``expected_result``, else None.
 
-    ``reference_result`` is the float64 eager run for lower-precision networks (see `fuzz.parity`).
+    ``expected_result`` is eager's run unless ``baseline`` names another (its name then heads the
+    message); ``reference_result`` the float64 eager run for lower-precision networks (see `fuzz.parity`).
     """
-    forward, gradients = compare(thunder_result, eager_result, reference_result)
+    forward, gradients = compare(thunder_result, expected_result, reference_result)
+    header = [] if baseline == "eager" else [f"judged against {baseline}"]
     if forward:
-        return ForwardDivergence("\n".join(forward + gradients))
+        return ForwardDivergence("\n".join(header + forward + gradients))
     if gradients:
-        return GradientDivergence("\n".join(gradients))
+        return GradientDivergence("\n".join(header + gradients))
     return None

@@ -41,12 +41,15 @@ def forward_backward(fn, net, x, cotangent):
     """Run ``fn(x)``, then backward with ``cotangent``; return the output and the input's and parameters' gradients.
 
     ``fn`` is ``net`` itself (eager) or a compiled wrapper of it. Gradients are keyed
-    ``"input"`` and by parameter name; a parameter that received no gradient maps to None.
+    ``"input"`` and by parameter name (checkpoint_wrapper's prefix removed, so a network and
+    its ``PlainNet`` share names); a parameter that received no gradient maps to None.
+    The global RNG is seeded first, so every run of a network draws the same random numbers.
     """
+    torch.manual_seed(0)
     output = fn(x)
     output.backward(cotangent)
     grads = {"input": x.grad}
-    grads.update((name, p.grad) for name, p in net.named_parameters())
+    grads.update((name.replace("_checkpoint_wrapped_module.", ""), p.grad) for name, p in net.named_parameters())
     return output.detach(), grads
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import fuzz.parity
+from fuzz.coverage import traits
 from fuzz.fix import meta_preserving_checkpoint_function_converter
 from fuzz.harness import Outcome
 from fuzz.model_builder import network_source
@@ -30,9 +31,15 @@ def main():
     if CONVERTER == "fixed":
         thunder.dynamo.utils._checkpoint_function_converter = meta_preserving_checkpoint_function_converter
     net, x, cotangent = make_example()
-    eager_net = copy.deepcopy(net)
-    eager = forward_backward(eager_net, eager_net, fresh_input(x), cotangent)
-    reference = float64_reference(net, x, cotangent) if DTYPE != torch.float64 else None
+    if RANDOM:
+        # Eager and thunder draw different random streams: the expected result is thunderfx's
+        # own run of the same network without checkpoints, under the same seed.
+        plain, _, _ = make_example(checkpointing=False)
+        expected, reference = forward_backward(thunderfx(plain), plain, fresh_input(x), cotangent), None
+    else:
+        eager_net = copy.deepcopy(net)
+        expected = forward_backward(eager_net, eager_net, fresh_input(x), cotangent)
+        reference = float64_reference(net, x, cotangent) if DTYPE != torch.float64 else None
     thunder_net = copy.deepcopy(net)
     try:
         result = forward_backward(thunderfx(thunder_net), thunder_net, fresh_input(x), cotangent)
@@ -40,13 +47,13 @@ def main():
         traceback.print_exc()
         print("REPRODUCED: thunderfx raised where eager ran")
         return 1
-    forward, gradients = compare(result, eager, reference)
+    forward, gradients = compare(result, expected, reference)
     for line in forward + gradients:
         print(line)
     if forward or gradients:
         print(f"REPRODUCED: {len(forward)} forward and {len(gradients)} gradient mismatches")
         return 1
-    print("NOT REPRODUCED: thunderfx matches eager")
+    print(f"NOT REPRODUCED: thunderfx matches {'itself without checkpoints' if RANDOM else 'eager'}")
     return 0
 
 
@@ -71,7 +78,7 @@ def repro_source(spec: NetSpec, failure: ParityFailure, converter: str) -> str:
         'Exits 1 when the divergence reproduces, 0 when it does not. Needs only torch and lightning-thunder.\n"""\n\n'
         "import sys\n\n"
         + network_source(spec)
-        + f"\n\nCONVERTER = {converter!r}\n\n\n"
+        + f"\n\nCONVERTER = {converter!r}\nRANDOM = {spec.random}\n\n\n"
         + inspect.getsource(fuzz.parity)
         + ("\n\n\n" + converter_source if converter_source else "")
         + _REPRO_MAIN
@@ -106,6 +113,9 @@ class CampaignStats:
     converter_disagreements: int = 0
     converter_comparisons: int = 0
     failing_examples: Counter = field(default_factory=Counter)
+    invalid_reasons: Counter = field(default_factory=Counter)
+    coverage: Counter = field(default_factory=Counter)  # trait (see fuzz.coverage) -> examples run with it
+    fell_back_coverage: Counter = field(default_factory=Counter)  # trait -> valid examples thunder fell back on
     failures: list[dict[str, Any]] = field(default_factory=list)
     first_failure: dict[str, Any] | None = None
     # known issue id -> [examples where it reproduced, examples where it did not]
@@ -115,15 +125,18 @@ class CampaignStats:
         """Count ``outcome``; ``elapsed_s`` is the campaign's age when it ended."""
         self.examples += 1
         self.seconds += outcome.seconds
+        self.coverage.update(traits(outcome.spec))
         if outcome.failure is not None and self.first_failure is None:
             self.first_failure = {"after_s": round(elapsed_s, 2), "example": self.examples}
         if not outcome.valid:
+            self.invalid_reasons[outcome.invalid_reason] += 1
             return
         self.valid += 1
         if outcome.compiled:
             self.compiled += 1
         elif outcome.compile_report is not None:
             self.fell_back += 1
+            self.fell_back_coverage.update(traits(outcome.spec))
         if outcome.failure is not None:
             self.failing_examples[outcome.failure.failure_class] += 1
         if outcome.converters_disagree is not None:
@@ -153,6 +166,9 @@ class CampaignStats:
             "converter_comparisons": self.converter_comparisons,
             "converter_disagreements": self.converter_disagreements,
             "failing_examples_by_class": dict(self.failing_examples),
+            "invalid_reasons": dict(self.invalid_reasons),
+            "coverage": dict(sorted(self.coverage.items())),
+            "fell_back_coverage": dict(sorted(self.fell_back_coverage.items())),
             "first_failure": self.first_failure,
             "failures": self.failures,
             "known_issues": dict(self.known_issues),
@@ -169,6 +185,9 @@ class CampaignStats:
             converter_comparisons=data["converter_comparisons"],
             converter_disagreements=data["converter_disagreements"],
             failing_examples=Counter(data["failing_examples_by_class"]),
+            invalid_reasons=Counter(data["invalid_reasons"]),
+            coverage=Counter(data["coverage"]),
+            fell_back_coverage=Counter(data["fell_back_coverage"]),
             failures=list(data["failures"]),
             first_failure=data["first_failure"],
             known_issues=defaultdict(lambda: [0, 0], data["known_issues"]),
@@ -186,6 +205,9 @@ class CampaignStats:
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.failing_examples += other.failing_examples
+        self.invalid_reasons += other.invalid_reasons
+        self.coverage += other.coverage
+        self.fell_back_coverage += other.fell_back_coverage
         self.failures += other.failures
         for issue, (reproduced, not_reproduced) in other.known_issues.items():
             self.known_issues[issue][0] += reproduced

@@ -19,6 +19,8 @@ DEVICES = ("cpu", "cuda")
 # module layer); torch.utils.checkpoint.checkpoint_sequential.
 CHECKPOINT_APIS = ("checkpoint", "wrapper", "sequential")
 DETERMINISM_CHECKS = ("default", "none")
+# Where autocast (to bfloat16) is on: nowhere, around the whole forward, inside each checkpointed function.
+AUTOCAST_REGIONS = (None, "forward", "checkpoints")
 
 
 class SpecError(ValueError):
@@ -41,6 +43,11 @@ class CheckpointSpec:
     ``selective``: a selective-checkpointing ``context_fn`` whose policy saves matmul outputs.
     ``nested``: the body checkpoints layers ``start+1 .. stop-1`` again (all of them if one).
     ``segments``: the ``segments`` argument of ``checkpoint_sequential``.
+    ``extra_args``: the checkpointed function also takes a float (positional) and a tensor
+    keyword argument, and applies ``x * scale + shift`` before its layers.
+    ``multi_output``: the checkpointed function returns ``(x, x.mean(-1, keepdim=True))`` and the
+    caller adds the two.
+    The last two exist for api "checkpoint" only.
     """
 
     start: int
@@ -52,6 +59,8 @@ class CheckpointSpec:
     selective: bool = False
     nested: bool = False
     segments: int = 1
+    extra_args: bool = False
+    multi_output: bool = False
 
 
 @dataclass
@@ -60,6 +69,8 @@ class NetSpec:
 
     With ``vocab`` set the input is instead integer tokens ``(batch, [seq])`` that an
     ``nn.Embedding(vocab, features)`` turns into features before the first layer.
+    ``autocast``: one of `AUTOCAST_REGIONS` (float32 networks only); "checkpoints" needs a
+    checkpoint of api "checkpoint".
     """
 
     features: int
@@ -72,6 +83,7 @@ class NetSpec:
     seed: int = 0
     input_requires_grad: bool = True
     vocab: int | None = None
+    autocast: str | None = None
     version: int = SPEC_VERSION
 
     @property
@@ -89,6 +101,11 @@ class NetSpec:
     @property
     def output_shape(self) -> tuple[int, ...]:
         return (*self.input_shape[:-1], self.widths()[-1])
+
+    @property
+    def random(self) -> bool:
+        """Whether some layer draws random numbers (dropout in training mode)."""
+        return any(LAYER_KINDS[layer.kind].random for layer in self.layers)
 
     def checkpointed(self, index: int) -> bool:
         """Whether layer ``index`` runs inside a checkpoint."""
@@ -177,6 +194,15 @@ def validate(spec: NetSpec) -> None:
         trainable or spec.input_requires_grad or spec.vocab is not None,
         "nothing requires grad: unfreeze a layer with parameters or let the input require grad",
     )
+    _require(spec.autocast in AUTOCAST_REGIONS, f"autocast {spec.autocast!r} is not one of {AUTOCAST_REGIONS}")
+    _require(
+        spec.autocast is None or spec.dtype == "float32",
+        f"autocast needs a float32 network, got {spec.dtype} (CPU autocast rejects casting other dtypes)",
+    )
+    _require(
+        spec.autocast != "checkpoints" or any(c.api == "checkpoint" for c in spec.checkpoints),
+        "autocast 'checkpoints' needs a checkpoint of api 'checkpoint'",
+    )
     previous_stop = 0
     for index, ckpt in enumerate(spec.checkpoints):
         _require(
@@ -191,7 +217,7 @@ def validate(spec: NetSpec) -> None:
             "list segments in layer order without overlap",
         )
         _require(ckpt.api in CHECKPOINT_APIS, f"checkpoints[{index}]: api {ckpt.api!r} is not one of {CHECKPOINT_APIS}")
-        for flag in ("use_reentrant", "preserve_rng_state", "selective", "nested"):
+        for flag in ("use_reentrant", "preserve_rng_state", "selective", "nested", "extra_args", "multi_output"):
             _require(isinstance(getattr(ckpt, flag), bool), f"checkpoints[{index}]: {flag} must be true or false")
         _require(
             ckpt.determinism_check in DETERMINISM_CHECKS,
@@ -210,6 +236,20 @@ def validate(spec: NetSpec) -> None:
         _require(
             not (ckpt.use_reentrant and (ckpt.selective or ckpt.determinism_check != "default")),
             f"checkpoints[{index}]: use_reentrant=True takes neither selective nor determinism_check",
+        )
+        _require(
+            ckpt.api == "checkpoint" or not (ckpt.extra_args or ckpt.multi_output),
+            f"checkpoints[{index}]: extra_args and multi_output need api 'checkpoint'",
+        )
+        _require(
+            not (ckpt.use_reentrant and ckpt.extra_args),
+            f"checkpoints[{index}]: use_reentrant=True takes no keyword arguments (extra_args)",
+        )
+        _require(
+            ckpt.preserve_rng_state
+            or not any(LAYER_KINDS[layer.kind].random for layer in spec.layers[ckpt.start : ckpt.stop]),
+            f"checkpoints[{index}]: preserve_rng_state=False with a random layer inside makes eager's own "
+            "gradient inconsistent with its forward",
         )
         if ckpt.api == "wrapper":
             _require(

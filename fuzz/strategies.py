@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from fuzz.layers import LAYER_KINDS, LayerKind, Param
-from fuzz.spec import CHECKPOINT_APIS, DETERMINISM_CHECKS, DTYPES, CheckpointSpec, LayerSpec, NetSpec
+from fuzz.spec import AUTOCAST_REGIONS, CHECKPOINT_APIS, DETERMINISM_CHECKS, DTYPES, CheckpointSpec, LayerSpec, NetSpec
 
 MAX_DIM = 64
 MAX_LAYERS = 8
@@ -61,6 +61,8 @@ def checkpoint_options(draw: st.DrawFn, max_segments: int) -> CheckpointSpec:
         selective=_rarely(draw),
         nested=_rarely(draw),
         segments=draw(st.integers(1, max_segments)),
+        extra_args=_rarely(draw),
+        multi_output=_rarely(draw),
     )
 
 
@@ -87,14 +89,18 @@ def _valid_for_span(options: CheckpointSpec, start: int, stop: int, layers: Sequ
     ckpt = replace(options, start=start, stop=stop, segments=min(options.segments, stop - start))
     if any(LAYER_KINDS[layer.kind].inplace for layer in layers[start:stop]):
         ckpt = replace(ckpt, selective=False)  # eager refuses in-place updates of tensors the policy saved
-    if ckpt.use_reentrant:  # the reentrant implementation takes neither context_fn nor determinism_check
-        ckpt = replace(ckpt, selective=False, determinism_check="default")
+    if any(LAYER_KINDS[layer.kind].random for layer in layers[start:stop]):
+        ckpt = replace(ckpt, preserve_rng_state=True)  # else eager's recomputation draws another dropout mask
+    if ckpt.use_reentrant:  # the reentrant implementation takes no context_fn, determinism_check or kwargs
+        ckpt = replace(ckpt, selective=False, determinism_check="default", extra_args=False)
     if ckpt.api == "wrapper" and (stop - start != 1 or LAYER_KINDS[layers[start].kind].functional):
         ckpt = replace(ckpt, api="checkpoint")
     if ckpt.api == "wrapper":
-        return replace(ckpt, nested=False, segments=1)
+        return replace(ckpt, nested=False, segments=1, extra_args=False, multi_output=False)
     if ckpt.api == "sequential":  # checkpoint_sequential forwards only use_reentrant and preserve_rng_state
-        return replace(ckpt, determinism_check="default", selective=False, nested=False)
+        return replace(
+            ckpt, determinism_check="default", selective=False, nested=False, extra_args=False, multi_output=False
+        )
     return replace(ckpt, segments=1)
 
 
@@ -133,11 +139,19 @@ def net_specs(
         placed.append((layer, placement))
         width = LAYER_KINDS[layer.kind].out_features(layer.params, width)
     layers = [layer for layer, _ in placed]
+    checkpoints = checkpoints_from_placements([placement for _, placement in placed], layers)
+    if any(LAYER_KINDS[layer.kind].random for layer in layers):
+        # Dynamo never compiles checkpoint_sequential (the whole network then runs eagerly), and a
+        # random network's oracle needs thunder to draw its random numbers (see fuzz.harness).
+        checkpoints = [replace(c, api="checkpoint", segments=1) if c.api == "sequential" else c for c in checkpoints]
+    autocast = draw(st.sampled_from(AUTOCAST_REGIONS[1:])) if _rarely(draw) and dtype == "float32" else None
+    if autocast == "checkpoints" and not any(c.api == "checkpoint" for c in checkpoints):
+        autocast = "forward"
     trainable = any(not layer.frozen and LAYER_KINDS[layer.kind].trainable(layer.params) for layer in layers)
     return NetSpec(
         features=features,
         layers=layers,
-        checkpoints=checkpoints_from_placements([placement for _, placement in placed], layers),
+        checkpoints=checkpoints,
         batch=batch,
         seq=seq,
         dtype=dtype,
@@ -146,4 +160,5 @@ def net_specs(
         # Tokens never require grad; a float input goes without grad only when some layer trains.
         input_requires_grad=vocab is None and (not _rarely(draw) or not trainable),
         vocab=vocab,
+        autocast=autocast,
     )

@@ -5,6 +5,7 @@ from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 
 from fuzz.campaign import Campaign
+from fuzz.coverage import traits
 from fuzz.harness import check_spec
 from fuzz.known_issues import known_issues_for
 from fuzz.spec import DTYPES, NetSpec
@@ -16,33 +17,6 @@ def _specs(campaign: Campaign) -> st.SearchStrategy[NetSpec]:
     return net_specs(device=config.device, kinds=config.kinds, dtypes=config.dtypes or DTYPES)
 
 
-def _events(spec: NetSpec) -> None:
-    event(f"dtype {spec.dtype}")
-    event(f"{len(spec.layers)} layers")
-    event(f"{len(spec.checkpoints)} checkpoints")
-    for kind in sorted({layer.kind for layer in spec.layers}):
-        event(f"layer {kind}")
-    for kind in sorted({layer.kind for i, layer in enumerate(spec.layers) if spec.checkpointed(i)}):
-        event(f"checkpointed layer {kind}")
-    for ckpt in spec.checkpoints:
-        event(f"checkpoint api {ckpt.api}")
-        options = ("use_reentrant", "selective", "nested")
-        for option in [o for o in options if getattr(ckpt, o)] + ["preserve_rng_state=False"] * (
-            not ckpt.preserve_rng_state
-        ):
-            event(f"checkpoint {option}")
-        if ckpt.determinism_check != "default":
-            event(f"checkpoint determinism_check={ckpt.determinism_check}")
-    for feature, present in (
-        ("sequence dim", spec.seq is not None),
-        ("embedding input", spec.vocab is not None),
-        ("input without grad", not spec.input_requires_grad and spec.vocab is None),
-        ("frozen layer", any(layer.frozen for layer in spec.layers)),
-    ):
-        if present:
-            event(feature)
-
-
 @given(data=st.data())
 def test_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -> None:
     # `shard` only splits the campaign into several test items so xdist can spread it over workers.
@@ -51,7 +25,8 @@ def test_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -
         # Hypothesis's record of what was drawn consistent, and costs microseconds, not a draw.
         current_build_context().data.mark_overrun()
     spec = data.draw(_specs(campaign), label="spec")
-    _events(spec)
+    for trait in traits(spec):
+        event(trait)
     known = known_issues_for(spec)
     if known and (campaign.config.profile == "ci" or any(issue.slow for issue in known)):
         event(f"skipped, known issue: {', '.join(issue.id for issue in known)}")
@@ -59,7 +34,7 @@ def test_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -
     outcome = check_spec(spec, converter=campaign.config.converter, timeout_s=campaign.config.timeout_s)
     campaign.record(outcome)
     if not outcome.valid:
-        event("invalid: eager produced non-finite values")
+        event(f"invalid: {outcome.invalid_reason}")
         reject()
     event("thunder compiled every checkpointed region" if outcome.compiled else "thunder fell back")
     if outcome.converters_disagree:

@@ -5,6 +5,7 @@ import torch
 
 from fuzz.layers import LAYER_KINDS
 from fuzz.model_builder import build_example, network_source
+from fuzz.parity import forward_backward, fresh_input
 from fuzz.spec import DTYPES, CheckpointSpec, LayerSpec, NetSpec
 
 
@@ -71,3 +72,38 @@ def test_source_is_standalone_and_checkpoints_the_declared_segments():
     assert "def checkpointed0(self, x):\n        x = self.layer1(x)\n        x = self.layer2(x)\n" in source
     net(x).backward(cotangent)
     assert x.grad is not None
+
+
+def _every_checkpoint_shape(autocast: str | None) -> NetSpec:
+    linear = LayerSpec("linear", {"out_features": 4, "bias": True})
+    return NetSpec(
+        features=4,
+        batch=2,
+        seq=3,
+        autocast=autocast,
+        layers=[linear, LayerSpec("dropout", {"p": "0.5"}), LayerSpec("tanh"), linear, LayerSpec("gelu"), linear,
+                LayerSpec("relu"), LayerSpec("transformer_block", {"heads": 2, "hidden": 5, "causal": True})],
+        checkpoints=[
+            CheckpointSpec(0, 3, nested=True, extra_args=True, multi_output=True),
+            CheckpointSpec(3, 4, api="wrapper"),
+            CheckpointSpec(4, 6, api="sequential", segments=2),
+            CheckpointSpec(7, 8, api="wrapper"),
+        ],
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("autocast", [None, "forward", "checkpoints"])
+def test_plain_net_is_the_same_network_without_its_checkpoints(autocast):
+    spec = _every_checkpoint_shape(autocast)
+    checkpointed, plain = build_example(spec), build_example(spec, checkpointing=False)
+    source = network_source(spec)
+    assert "checkpoint(" not in source.split("class PlainNet")[1].split("SEED =")[0]
+    assert type(plain.net).__name__ == "PlainNet" and "_checkpoint_wrapped_module" in str(checkpointed.net)
+    eager, eager_plain = (
+        forward_backward(e.net, e.net, fresh_input(e.input), e.cotangent) for e in (checkpointed, plain)
+    )
+    # Same modules, same seed before each run (so the same dropout masks), same functions: same numbers.
+    assert torch.equal(eager[0], eager_plain[0])
+    assert eager[1].keys() == eager_plain[1].keys()
+    for name, grad in eager[1].items():
+        assert torch.allclose(grad, eager_plain[1][name], rtol=1e-6, atol=1e-7), name

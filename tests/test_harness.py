@@ -90,3 +90,26 @@ def test_converter_ab_runs_both_and_reports_agreement():
     with injected("tanh-grad-x2"):
         faulty = check_spec(_spec("tanh"), converter="both")
     assert isinstance(faulty.failure, GradientDivergence) and faulty.converters_disagree is False
+
+
+def _random_spec(checkpoints, api="checkpoint") -> NetSpec:
+    layers = [LayerSpec("tanh"), LayerSpec("dropout", {"p": "0.5"}), LayerSpec("tanh")]
+    return NetSpec(
+        features=8, batch=2, layers=layers, checkpoints=[CheckpointSpec(a, b, api=api) for a, b in checkpoints]
+    )
+
+
+def test_a_random_network_is_judged_against_thunder_without_its_checkpoints():
+    # Eager and thunder draw different dropout masks; thunder with and without checkpoints draw the same.
+    healthy = check_spec(_random_spec([(0, 1)]))
+    assert healthy.valid and healthy.compiled and healthy.failure is None
+    with injected("tanh-grad-x2"):
+        faulty = check_spec(_random_spec([(0, 1)]))
+    assert isinstance(faulty.failure, GradientDivergence)
+    assert "judged against thunderfx without checkpoints" in str(faulty.failure)
+
+
+def test_a_random_network_that_partly_ran_outside_thunder_is_not_judged():
+    # Dynamo never compiles checkpoint_sequential: the network runs eagerly, with eager's random stream.
+    outcome = check_spec(_random_spec([(1, 3)], api="sequential"))
+    assert not outcome.valid and outcome.invalid_reason == "a random layer may have run outside thunder"

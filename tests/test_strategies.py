@@ -6,7 +6,9 @@ from dataclasses import replace
 import pytest
 from hypothesis import HealthCheck, find, given, settings
 
+from fuzz.model_builder import build_example
 from fuzz.reduce import reduce_spec
+from fuzz.runner import run_eager
 from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec, SpecError, validate
 from fuzz.strategies import checkpoints_from_placements, net_specs
 
@@ -66,6 +68,27 @@ def _spec_json(**changes) -> str:
         (_spec_json(checkpoints=[{"start": 0, "stop": 2}]), "segment [0, 2) is not inside the 1 layers"),
         (_spec_json(colour="red"), "malformed spec"),
         (_spec_json(version=9), "spec version 9 is not supported"),
+        (_spec_json(autocast="everywhere"), "autocast 'everywhere' is not one of"),
+        (_spec_json(autocast="forward", dtype="float16"), "autocast needs a float32 network"),
+        (_spec_json(autocast="checkpoints"), "autocast 'checkpoints' needs a checkpoint of api 'checkpoint'"),
+        (
+            _spec_json(checkpoints=[{"start": 0, "stop": 1, "use_reentrant": True, "extra_args": True}]),
+            "use_reentrant=True takes no keyword arguments",
+        ),
+        (
+            _spec_json(checkpoints=[{"start": 0, "stop": 1, "api": "wrapper", "multi_output": True}]),
+            "extra_args and multi_output need api 'checkpoint'",
+        ),
+        (
+            _spec_json(
+                layers=[
+                    {"kind": "dropout", "params": {"p": "0.5"}},
+                    {"kind": "linear", "params": {"out_features": 1, "bias": True}},
+                ],
+                checkpoints=[{"start": 0, "stop": 1, "preserve_rng_state": False}],
+            ),
+            "preserve_rng_state=False with a random layer inside",
+        ),
     ],
 )
 def test_malformed_specs_get_a_one_line_error_naming_the_field(text, message):
@@ -100,6 +123,25 @@ def test_checkpoint_options_are_resolved_to_what_each_api_accepts():
     assert resolved[1] == CheckpointSpec(2, 3, api="wrapper", selective=True, determinism_check="none")
     (seq,) = checkpoints_from_placements([("new", sequential), ("inside", sequential), ("inside", sequential)], layers)
     assert seq == CheckpointSpec(0, 3, api="sequential", segments=3)
-    reentrant = replace(everything, use_reentrant=True)
+    reentrant = replace(everything, use_reentrant=True, extra_args=True, multi_output=True)
     (plain,) = checkpoints_from_placements([("new", reentrant)], layers[1:2])
-    assert plain == CheckpointSpec(0, 1, use_reentrant=True, nested=True)
+    assert plain == CheckpointSpec(0, 1, use_reentrant=True, nested=True, multi_output=True)
+    unpreserved = replace(everything, preserve_rng_state=False)
+    (dropout,) = checkpoints_from_placements([("new", unpreserved)], [LayerSpec("dropout", {"p": "0.5"})])
+    assert dropout.preserve_rng_state  # eager's own recomputation would otherwise draw another mask
+
+
+@_FAST
+@given(net_specs(kinds=["linear", "dropout", "relu"]))
+def test_random_networks_never_use_checkpoint_sequential(spec):
+    # Dynamo never compiles it, so the network would draw eager's random stream (see fuzz.harness).
+    assert not (spec.random and any(c.api == "sequential" for c in spec.checkpoints))
+
+
+@settings(max_examples=300, database=None, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@given(net_specs())
+def test_every_drawn_spec_builds_and_runs_eagerly_with_and_without_its_checkpoints(spec):
+    # Valid by construction: an eager error here is a generator bug (the harness would raise it too).
+    for checkpointing in (True, False):
+        example = build_example(spec, checkpointing)
+        run_eager(example)

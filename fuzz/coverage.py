@@ -1,0 +1,40 @@
+"""What a spec exercises, as short labels: reported through `hypothesis.event` and counted in the summary."""
+
+from __future__ import annotations
+
+from fuzz.layers import LAYER_KINDS
+from fuzz.spec import NetSpec
+
+_CHECKPOINT_FLAGS = ("use_reentrant", "selective", "nested", "extra_args", "multi_output")
+
+
+def traits(spec: NetSpec) -> list[str]:
+    """Every feature of ``spec`` worth counting: dtype, sizes, layer kinds, checkpoint APIs and options."""
+    labels = [f"dtype {spec.dtype}", f"{len(spec.layers)} layers", f"{len(spec.checkpoints)} checkpoints"]
+    labels += [f"layer {kind}" for kind in sorted({layer.kind for layer in spec.layers})]
+    labels += [
+        f"checkpointed layer {kind}"
+        for kind in sorted({layer.kind for i, layer in enumerate(spec.layers) if spec.checkpointed(i)})
+    ]
+    for ckpt in spec.checkpoints:
+        labels.append(f"checkpoint api {ckpt.api}")
+        labels += [f"checkpoint {flag}" for flag in _CHECKPOINT_FLAGS if getattr(ckpt, flag)]
+        if not ckpt.preserve_rng_state:
+            labels.append("checkpoint preserve_rng_state=False")
+        if ckpt.determinism_check != "default":
+            labels.append(f"checkpoint determinism_check={ckpt.determinism_check}")
+        if ckpt.api == "wrapper" and spec.layers[ckpt.start].kind == "transformer_block":
+            labels.append("whole transformer block wrapped")
+    if spec.autocast:
+        labels.append(f"autocast {spec.autocast}")
+    for label, present in (
+        ("sequence dim", spec.seq is not None),
+        ("embedding input", spec.vocab is not None),
+        ("input without grad", not spec.input_requires_grad and spec.vocab is None),
+        ("frozen layer", any(layer.frozen for layer in spec.layers)),
+        ("random layer", spec.random),
+        ("in-place layer", any(LAYER_KINDS[layer.kind].inplace for layer in spec.layers)),
+    ):
+        if present:
+            labels.append(label)
+    return list(dict.fromkeys(labels))
