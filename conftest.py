@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 from hypothesis import seed, settings
 
-from fuzz.campaign import CONVERTER_CHOICES, DEVICE_CHOICES, Campaign, CampaignConfig, resolve_device, summary_lines
+from fuzz.campaign import (
+    CONVERTER_CHOICES,
+    DEVICE_CHOICES,
+    KNOWN_ISSUE_MODES,
+    Campaign,
+    CampaignConfig,
+    resolve_device,
+    summary_lines,
+)
 from fuzz.compat import incompatibility
 from fuzz.layers import LAYER_KINDS
 from fuzz.profiles import PROFILES, register_profiles
@@ -35,6 +43,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--fuzz-layers", default=None, help="comma-separated layer kinds to draw from (default: all)")
     group.addoption("--fuzz-dtypes", default=None, help="comma-separated dtypes to draw from (default: all)")
+    group.addoption(
+        "--known-issues",
+        default=None,
+        choices=KNOWN_ISSUE_MODES,
+        help="specs a known thunder issue matches: not run (exclude; default of the ci profile), run and counted "
+        "(xfail; default otherwise), or counted and each registry entry re-tested (check)",
+    )
 
 
 def _choice_list(config: pytest.Config, name: str, known) -> tuple[str, ...] | None:
@@ -93,6 +108,7 @@ def pytest_configure(config: pytest.Config) -> None:
         profile=profile,
         kinds=kinds,
         dtypes=dtypes,
+        known_issues=config.getoption("known_issues") or ("exclude" if profile == "ci" else "xfail"),
     )
     campaign = Campaign(campaign_config, workers=workers)
     if _worker_id(config) is None:
@@ -122,7 +138,7 @@ def campaign(request: pytest.FixtureRequest) -> Campaign:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     campaign = session.config.stash.get(CAMPAIGN, None)
-    if campaign is not None and campaign.stats.examples:
+    if campaign is not None and (campaign.stats.examples or campaign.stats.known_issue_checks):
         campaign.write_worker_stats(_worker_id(session.config) or "main")
 
 

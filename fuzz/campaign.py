@@ -20,6 +20,9 @@ from fuzz.spec import NetSpec
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 CONVERTER_CHOICES = ("fixed", "stock", "both")
+# exclude: specs a known issue matches are not run; xfail: they run and count as reproduced or
+# not; check: as xfail, and each registry entry's own spec is re-tested.
+KNOWN_ISSUE_MODES = ("exclude", "xfail", "check")
 _WORKER_STATS = ".workers"
 
 
@@ -49,6 +52,7 @@ class CampaignConfig:
     profile: str = "dev"
     kinds: tuple[str, ...] | None = None
     dtypes: tuple[str, ...] | None = None
+    known_issues: str = "xfail"
 
 
 class Campaign:
@@ -89,6 +93,12 @@ class Campaign:
             self.stats.known_issues[issue.id][0 if reproduced else 1] += 1
         return reproduced
 
+    def record_known_issue_check(self, issue: KnownIssue, outcome: Outcome) -> bool:
+        """Count a re-test of ``issue``'s registered spec; returns whether it still reproduces."""
+        reproduced = outcome.failure is not None and outcome.failure.failure_class in issue.failure_classes
+        self.stats.known_issue_checks[issue.id] = "reproduces" if reproduced else "no longer reproduces"
+        return reproduced
+
     def on_failure(self, spec: NetSpec, failure: ParityFailure) -> str:
         """Write the failure's artifacts; returns its repro source.
 
@@ -100,11 +110,11 @@ class Campaign:
             spec, failure = self._reduced(spec, failure)
             directory = write_failure(self.config.artifacts, spec, failure, self.config.converter)
             self.stats.record_final_failure(failure, directory, time.time() - self.started)
-            if unshrunk := self._unshrunk.pop(failure.failure_class, None):
+            if unshrunk := self._unshrunk.pop(failure.signature, None):
                 shutil.rmtree(unshrunk, ignore_errors=True)
-        elif failure.failure_class not in self._unshrunk:
+        elif failure.signature not in self._unshrunk:
             unshrunk = write_failure(self.config.artifacts / "unshrunk", spec, failure, self.config.converter)
-            self._unshrunk[failure.failure_class] = unshrunk
+            self._unshrunk[failure.signature] = unshrunk
         return repro_source(spec, failure, self.config.converter)
 
     def _reduced(self, spec: NetSpec, failure: ParityFailure) -> tuple[NetSpec, ParityFailure]:
@@ -113,7 +123,7 @@ class Campaign:
 
         def still_fails(candidate: NetSpec) -> bool:
             outcome = check_spec(candidate, converter=self.config.converter, timeout_s=self.config.timeout_s)
-            same = outcome.failure is not None and type(outcome.failure) is type(failure)
+            same = outcome.failure is not None and outcome.failure.signature == failure.signature
             if same:
                 found[id(candidate)] = outcome.failure
             return same and not known_issues_for(candidate)
@@ -184,11 +194,12 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"known issue {issue}: reproduced in {counts[0]}, did not reproduce in {counts[1]} examples"
         for issue, counts in summary["known_issues"].items()
     ]
+    lines += [f"known issue {issue} re-tested: {verdict}" for issue, verdict in summary["known_issue_checks"].items()]
     if first := summary["first_failure"]:
         lines.append(f"first failure after {first['after_s']} s (example {first['example']})")
     lines += [
-        f"FAILURE {f['id']} [{f['class']}] shrunk after {f['shrunk_after_s']} s, found by {f['found_by_shards']} "
-        f"shard(s): {f['message']}\n"
+        f"FAILURE {f['id']} [{f['class']}, {f['triage']}] shrunk after {f['shrunk_after_s']} s, "
+        f"found by {f['found_by_shards']} shard(s): {f['message']}\n"
         f"    repro: {f['repro']}"
         for f in summary["failures"]
     ]

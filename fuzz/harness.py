@@ -9,7 +9,19 @@ import torch
 
 from fuzz.fix import use_converter
 from fuzz.model_builder import build_example
-from fuzz.oracle import ExampleTimeout, ForwardDivergence, GradientDivergence, ParityFailure, ThunderCrash, judge
+from fuzz.oracle import (
+    CheckpointSpecific,
+    EagerInconsistent,
+    ExampleTimeout,
+    ForwardDivergence,
+    GradientDivergence,
+    ParityFailure,
+    ThunderCrash,
+    ThunderGeneral,
+    Triage,
+    judge,
+    with_triage,
+)
 from fuzz.runner import (
     CompileReport,
     Deadline,
@@ -60,10 +72,28 @@ def _run_thunder(
         if limit.expired:  # thunder's interpreter re-raised our Deadline as an error of its own
             return None, None, ExampleTimeout(f"exceeded the per-example time limit of {timeout_s:g} s")
         crash = ThunderCrash(f"thunderfx raised {type(error).__name__}: {error}")
+        crash.error_type = type(error).__name__
         # Chained like `raise ... from error`: Hypothesis then tells crashes apart by thunder's own origin.
         crash.__cause__ = crash.__context__ = error
         return None, None, crash
     return result, report, None
+
+
+def _triage(spec: NetSpec, eager: tuple, reference: tuple | None, timeout_s: float | None) -> Triage:
+    """Whether a failure of ``spec`` needs its checkpoints: run eager and thunderfx on its ``PlainNet``.
+
+    Only failures pay for this (a second compile), shrinking steps that fail included.
+    """
+    if not spec.checkpoints:
+        return ThunderGeneral("the network has no checkpoints")
+    plain = build_example(spec, checkpointing=False)
+    eager_plain = run_eager(plain)
+    if (difference := judge(eager_plain, eager)) is not None:
+        return EagerInconsistent(f"eager with vs without checkpoints: {difference}")
+    result, _, failure = _run_thunder(plain, "stock", timeout_s)
+    if (failure := failure or judge(result, eager_plain, reference)) is not None:
+        return ThunderGeneral(f"thunderfx without checkpoints fails too: {failure.failure_class}")
+    return CheckpointSpecific("thunderfx of the same network without checkpoints matches eager")
 
 
 def _compiled(report: CompileReport | None, checkpoints: int) -> bool:
@@ -110,6 +140,7 @@ def check_spec(spec: NetSpec, *, converter: str = "fixed", timeout_s: float | No
             return invalid("eager differs from eager without checkpoints")
         expected, plain_report, failure = _run_thunder(plain, "stock", timeout_s)
         if failure is not None:
+            failure = with_triage(failure, ThunderGeneral("thunderfx fails on the network without checkpoints"))
             return Outcome(spec, True, failure=failure, seconds=time.perf_counter() - start)
         reference, baseline = None, "thunderfx without checkpoints"
 
@@ -122,6 +153,14 @@ def check_spec(spec: NetSpec, *, converter: str = "fixed", timeout_s: float | No
         if not (_compiled(report, len(spec.checkpoints)) and _compiled(plain_report, 0)):
             # Part of a network ran outside thunder, drawing eager's random stream: nothing to compare.
             return invalid("a random layer may have run outside thunder")
+    if failure is not None and not isinstance(failure, ExampleTimeout):
+        # A random network's failure is against thunderfx without checkpoints: checkpoint-specific.
+        triage = (
+            CheckpointSpecific(f"judged against {baseline}")
+            if spec.random
+            else _triage(spec, eager, reference, timeout_s)
+        )
+        failure = with_triage(failure, triage)
     disagree = None
     if converter == "both":
         stock_result, _, stock_failure = run("stock")

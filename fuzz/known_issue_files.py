@@ -1,25 +1,32 @@
-"""The files of the known-issue registry: ``known_issues/<id>/{spec.json,repro.py,failure.txt}``.
+"""The files of the known-issue registry: ``known_issues/<id>/{spec.json,repro.py,failure.txt,triage.txt}``.
 
-``python -m fuzz.known_issue_files`` rewrites every entry's repro.py from its spec.json and
-failure.txt, after a change to the builder or the repro template (tests fail on stale repros).
+``python -m fuzz.known_issue_files`` rewrites every entry's repro.py from its other files, after a
+change to the builder or the repro template (tests fail on stale repros); with ``--rerun`` it
+first re-runs each entry that is not slow and records its failure and triage anew.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import fuzz.oracle
-from fuzz.oracle import ParityFailure
-from fuzz.report import repro_source
+from fuzz.harness import check_spec
+from fuzz.known_issues import KNOWN_ISSUES
+from fuzz.oracle import ParityFailure, Triage, with_triage
+from fuzz.report import repro_source, write_failure
 from fuzz.spec import NetSpec
 
 KNOWN_ISSUES_DIR = Path(__file__).resolve().parent.parent / "known_issues"
+_TRIAGES = {cls.label: cls for cls in Triage.__subclasses__()}
 
 
 def recorded_failure(issue_id: str) -> ParityFailure:
-    """The failure recorded in the entry's failure.txt (``ClassName: message``)."""
-    name, _, message = (KNOWN_ISSUES_DIR / issue_id / "failure.txt").read_text().partition(": ")
-    return getattr(fuzz.oracle, name)(message.rstrip("\n"))
+    """The failure recorded in the entry's failure.txt (``ClassName: message``), with triage.txt's label."""
+    directory = KNOWN_ISSUES_DIR / issue_id
+    name, _, message = (directory / "failure.txt").read_text().partition(": ")
+    label, _, reason = (directory / "triage.txt").read_text().partition(": ")
+    return with_triage(getattr(fuzz.oracle, name)(message.rstrip("\n")), _TRIAGES[label](reason.rstrip("\n")))
 
 
 def recorded_spec(issue_id: str) -> NetSpec:
@@ -31,7 +38,19 @@ def expected_repro(issue_id: str) -> str:
     return repro_source(recorded_spec(issue_id), recorded_failure(issue_id), "fixed")
 
 
+def main(argv: list[str]) -> int:
+    for issue in KNOWN_ISSUES:
+        directory = KNOWN_ISSUES_DIR / issue.id
+        if "--rerun" in argv and not issue.slow:
+            failure = check_spec(recorded_spec(issue.id)).failure
+            if failure is None:
+                print(f"{issue.id}: no longer reproduces; remove the entry")
+                continue
+            write_failure(directory.parent, recorded_spec(issue.id), failure, "fixed", directory.name)
+        (directory / "repro.py").write_text(expected_repro(issue.id))
+        print(f"{issue.id}: {recorded_failure(issue.id).signature}, rewrote {directory / 'repro.py'}")
+    return 0
+
+
 if __name__ == "__main__":
-    for directory in sorted(KNOWN_ISSUES_DIR.iterdir()):
-        (directory / "repro.py").write_text(expected_repro(directory.name))
-        print(f"rewrote {directory / 'repro.py'}")
+    sys.exit(main(sys.argv[1:]))

@@ -11,10 +11,44 @@ from typing import ClassVar
 from fuzz.parity import compare
 
 
+class Triage(Exception):
+    """Where a failure comes from, chained as its cause (see `with_triage`); subclasses name the label."""
+
+    label: ClassVar[str] = "untriaged"
+
+
+class CheckpointSpecific(Triage):
+    """Only with checkpointing: thunderfx of the same network without its checkpoints matches eager."""
+
+    label = "checkpoint-specific"
+
+
+class ThunderGeneral(Triage):
+    """Also without checkpointing: thunderfx of the network without its checkpoints fails too."""
+
+    label = "thunder-general"
+
+
+class EagerInconsistent(Triage):
+    """Eager itself gives different results with and without the network's checkpoints."""
+
+    label = "eager-inconsistent"
+
+
 class ParityFailure(AssertionError):
     """Thunderfx disagrees with eager on a valid network; subclasses name the failure class."""
 
     failure_class: ClassVar[str] = "parity-failure"
+
+    @property
+    def triage(self) -> str:
+        """The label of the `Triage` chained by `with_triage`, or "untriaged"."""
+        return self.__cause__.label if isinstance(self.__cause__, Triage) else Triage.label
+
+    @property
+    def signature(self) -> str:
+        """Failure class and triage label: what tells two bugs apart (each is shrunk separately)."""
+        return f"{self.failure_class}-{self.triage}"
 
 
 class ForwardDivergence(ParityFailure):
@@ -30,15 +64,27 @@ class GradientDivergence(ParityFailure):
 
 
 class ThunderCrash(ParityFailure):
-    """Thunderfx raised where eager ran; chained to thunder's own exception."""
+    """Thunderfx raised where eager ran; chained to thunder's own exception, whose type is ``error_type``."""
 
     failure_class = "thunder-crash"
+    error_type: str = ""
 
 
 class ExampleTimeout(ParityFailure):
     """Compiling or running under thunderfx exceeded the per-example time limit."""
 
     failure_class = "timeout"
+
+
+def with_triage(failure: ParityFailure, triage: Triage) -> ParityFailure:
+    """``failure`` with ``triage`` chained as its cause (thunder's own exception, if any, behind it).
+
+    Hypothesis tells failures apart by exception type and by the types in their cause chain, so
+    a checkpoint-specific and a thunder-general divergence are reported and shrunk as two bugs.
+    """
+    triage.__cause__ = triage.__context__ = failure.__cause__
+    failure.__cause__ = failure.__context__ = triage
+    return failure
 
 
 def judge(

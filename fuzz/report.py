@@ -63,9 +63,19 @@ if __name__ == "__main__":
 
 
 def failure_id(spec: NetSpec, failure: ParityFailure) -> str:
-    """A stable id: the failure class and a hash of the (shrunk) spec."""
-    digest = hashlib.sha1(json.dumps(spec.to_dict(), sort_keys=True).encode()).hexdigest()[:10]
-    return f"{failure.failure_class}-{digest}"
+    """A stable id for a bug: failure class, triage label and a hash of what the minimal network is made of.
+
+    The hash covers the layer kinds, the checkpoint APIs and, for a crash, thunder's exception
+    type: not sizes, dtype or seed, so two runs (or two shards) that shrink the same bug to
+    slightly different networks name it alike.
+    """
+    essence = {
+        "layers": [layer.kind for layer in spec.layers],
+        "checkpoints": [c.api for c in spec.checkpoints],
+        "error": getattr(failure, "error_type", ""),
+    }
+    digest = hashlib.sha1(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{failure.signature}-{digest}"
 
 
 def repro_source(spec: NetSpec, failure: ParityFailure, converter: str) -> str:
@@ -73,7 +83,8 @@ def repro_source(spec: NetSpec, failure: ParityFailure, converter: str) -> str:
     summary = str(failure).splitlines()[0] if str(failure) else ""
     converter_source = inspect.getsource(meta_preserving_checkpoint_function_converter) if converter == "fixed" else ""
     return (
-        f'"""Repro: {failure.failure_class} of thunderfx against eager PyTorch (converter: {converter}).\n\n'
+        f'"""Repro: {failure.failure_class} ({failure.triage}) of thunderfx against eager PyTorch '
+        f"(converter: {converter}).\n\n"
         f"First observed: {summary}\n"
         'Exits 1 when the divergence reproduces, 0 when it does not. Needs only torch and lightning-thunder.\n"""\n\n'
         "import sys\n\n"
@@ -91,13 +102,16 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def write_failure(artifacts: Path, spec: NetSpec, failure: ParityFailure, converter: str) -> Path:
-    """Write ``<artifacts>/<failure-id>/{spec.json,repro.py,failure.txt}``; returns that directory."""
-    directory = artifacts / failure_id(spec, failure)
+def write_failure(
+    artifacts: Path, spec: NetSpec, failure: ParityFailure, converter: str, name: str | None = None
+) -> Path:
+    """Write ``<artifacts>/<name or failure-id>/{spec.json,repro.py,failure.txt,triage.txt}``; returns the directory."""
+    directory = artifacts / (name or failure_id(spec, failure))
     directory.mkdir(parents=True, exist_ok=True)
     _write_atomically(directory / "spec.json", spec.to_json() + "\n")
     _write_atomically(directory / "repro.py", repro_source(spec, failure, converter))
     _write_atomically(directory / "failure.txt", f"{type(failure).__name__}: {failure}\n")
+    _write_atomically(directory / "triage.txt", f"{failure.triage}: {failure.__cause__}\n")
     return directory
 
 
@@ -120,6 +134,7 @@ class CampaignStats:
     first_failure: dict[str, Any] | None = None
     # known issue id -> [examples where it reproduced, examples where it did not]
     known_issues: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    known_issue_checks: dict[str, str] = field(default_factory=dict)  # id -> verdict of --known-issues check
 
     def record(self, outcome: Outcome, elapsed_s: float) -> None:
         """Count ``outcome``; ``elapsed_s`` is the campaign's age when it ended."""
@@ -138,7 +153,7 @@ class CampaignStats:
             self.fell_back += 1
             self.fell_back_coverage.update(traits(outcome.spec))
         if outcome.failure is not None:
-            self.failing_examples[outcome.failure.failure_class] += 1
+            self.failing_examples[outcome.failure.signature] += 1
         if outcome.converters_disagree is not None:
             self.converter_comparisons += 1
             self.converter_disagreements += outcome.converters_disagree
@@ -149,6 +164,7 @@ class CampaignStats:
             {
                 "id": directory.name,
                 "class": failure.failure_class,
+                "triage": failure.triage,
                 "message": str(failure).splitlines()[0] if str(failure) else "",
                 "repro": str(directory / "repro.py"),
                 "shrunk_after_s": round(elapsed_s, 2),
@@ -172,6 +188,7 @@ class CampaignStats:
             "first_failure": self.first_failure,
             "failures": self.failures,
             "known_issues": dict(self.known_issues),
+            "known_issue_checks": self.known_issue_checks,
         }
 
     @classmethod
@@ -191,6 +208,7 @@ class CampaignStats:
             failures=list(data["failures"]),
             first_failure=data["first_failure"],
             known_issues=defaultdict(lambda: [0, 0], data["known_issues"]),
+            known_issue_checks=dict(data["known_issue_checks"]),
         )
 
     def merge(self, other: CampaignStats) -> None:
@@ -209,6 +227,7 @@ class CampaignStats:
         self.coverage += other.coverage
         self.fell_back_coverage += other.fell_back_coverage
         self.failures += other.failures
+        self.known_issue_checks.update(other.known_issue_checks)
         for issue, (reproduced, not_reproduced) in other.known_issues.items():
             self.known_issues[issue][0] += reproduced
             self.known_issues[issue][1] += not_reproduced

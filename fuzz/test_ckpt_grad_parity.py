@@ -1,5 +1,8 @@
 """The property: thunderfx (with the chosen checkpoint converter) matches eager on outputs and every gradient."""
 
+from dataclasses import replace
+
+import pytest
 from hypothesis import event, given, note, reject
 from hypothesis import strategies as st
 from hypothesis.control import current_build_context
@@ -7,7 +10,8 @@ from hypothesis.control import current_build_context
 from fuzz.campaign import Campaign
 from fuzz.coverage import traits
 from fuzz.harness import check_spec
-from fuzz.known_issues import known_issues_for
+from fuzz.known_issue_files import recorded_spec
+from fuzz.known_issues import KNOWN_ISSUES, KnownIssue, known_issues_for
 from fuzz.spec import DTYPES, NetSpec
 from fuzz.strategies import net_specs
 
@@ -28,7 +32,7 @@ def test_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -
     for trait in traits(spec):
         event(trait)
     known = known_issues_for(spec)
-    if known and (campaign.config.profile == "ci" or any(issue.slow for issue in known)):
+    if known and (campaign.config.known_issues == "exclude" or any(issue.slow for issue in known)):
         event(f"skipped, known issue: {', '.join(issue.id for issue in known)}")
         reject()
     outcome = check_spec(spec, converter=campaign.config.converter, timeout_s=campaign.config.timeout_s)
@@ -48,3 +52,16 @@ def test_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -
         note(f"spec.json:\n{spec.to_json()}")
         note(f"repro.py:\n{campaign.on_failure(spec, outcome.failure)}")
         raise outcome.failure
+
+
+@pytest.mark.parametrize("issue", KNOWN_ISSUES, ids=lambda issue: issue.id)
+def test_known_issue_still_reproduces(issue: KnownIssue, campaign: Campaign) -> None:
+    """With ``--known-issues check``: re-test the entry's registered spec; fails once thunder fixed it."""
+    if campaign.config.known_issues != "check":
+        pytest.skip("re-tests the known-issue registry with --known-issues check")
+    spec = replace(recorded_spec(issue.id), device=campaign.config.device)
+    outcome = check_spec(spec, converter=campaign.config.converter, timeout_s=campaign.config.timeout_s)
+    assert campaign.record_known_issue_check(issue, outcome), (
+        f"known issue {issue.id} no longer reproduces ({outcome.failure or 'thunderfx matches'}): "
+        "remove its entry from fuzz/known_issues.py and known_issues/"
+    )

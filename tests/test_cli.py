@@ -1,5 +1,6 @@
 """Bad input gets one clear line naming what was wrong and what to do."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -7,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import fuzz.compat
+from fuzz.known_issues import KNOWN_ISSUES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -26,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
         (["--fuzz-database", "/proc/fuzz-db"], "--fuzz-database /proc/fuzz-db: cannot create it"),
         (["--fuzz-layers", "linear,conv2d"], "--fuzz-layers: unknown conv2d; choose from linear, relu"),
         (["--fuzz-dtypes", "float8"], "--fuzz-dtypes: unknown float8; choose from float32, float64, bfloat16, float16"),
+        (["--known-issues", "skip"], "argument --known-issues: invalid choice: 'skip'"),
     ],
 )
 def test_bad_options_are_one_line_errors(args, message, tmp_path):
@@ -57,3 +60,19 @@ def test_incompatible_torch_thunder_pairs_are_named(monkeypatch, versions, expec
     monkeypatch.setattr(fuzz.compat, "version", versions.__getitem__)
     reason = fuzz.compat.incompatibility()
     assert reason is None if expected is None else expected in reason
+
+
+def test_known_issues_check_retests_every_registry_entry(tmp_path):
+    # The slow entries hit the short time limit, which is one of their registered failure classes.
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "fuzz/", "-q", "-p", "no:logging", "-k", "known_issue_still_reproduces",
+         "--known-issues", "check", "--fuzz-timeout", "5", "--fuzz-device", "cpu", "--fuzz-artifacts", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:]
+    checks = json.loads((tmp_path / "summary.json").read_text())["known_issue_checks"]
+    assert checks == {issue.id: "reproduces" for issue in KNOWN_ISSUES}
+    assert "re-tested: reproduces" in run.stdout

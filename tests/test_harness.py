@@ -9,6 +9,7 @@ from thunder.dynamo.utils import _torch_to_thunder_function_map
 
 from fuzz.harness import check_spec
 from fuzz.oracle import ExampleTimeout, GradientDivergence, ThunderCrash
+from fuzz.report import failure_id
 from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
 from tests.faults import injected
 
@@ -49,6 +50,9 @@ def test_a_gradient_fault_inside_a_checkpoint_is_a_gradient_divergence(fault):
         inside = check_spec(_spec("tanh"))
         outside = check_spec(_spec("tanh", checkpoints=()))
     assert isinstance(inside.failure, GradientDivergence) and "grad of input" in str(inside.failure)
+    assert inside.failure.triage == "checkpoint-specific" and inside.failure.signature in failure_id(
+        inside.spec, inside.failure
+    )
     assert outside.failure is None
 
 

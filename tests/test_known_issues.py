@@ -3,7 +3,7 @@
 import pytest
 
 from fuzz.harness import check_spec
-from fuzz.known_issue_files import KNOWN_ISSUES_DIR, expected_repro, recorded_spec
+from fuzz.known_issue_files import KNOWN_ISSUES_DIR, expected_repro, recorded_failure, recorded_spec
 from fuzz.known_issues import KNOWN_ISSUES, known_issues_for
 
 
@@ -20,3 +20,5 @@ def test_known_issue_still_reproduces_on_the_installed_thunder(issue):
     # When this fails, thunder fixed the bug: remove the entry (and its folder) from the registry.
     outcome = check_spec(recorded_spec(issue.id))
     assert outcome.failure is not None and outcome.failure.failure_class in issue.failure_classes
+    # The triage (checkpoint-specific or thunder-general) is re-derived from thunder, not copied.
+    assert outcome.failure.triage == recorded_failure(issue.id).triage

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import torch
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from fuzz.harness import _run_thunder
 from fuzz.known_issues import known_issues_for
@@ -45,11 +44,18 @@ def _measure(spec) -> list[dict] | None:
     for name, r in ref.items():
         if not r.numel() or name not in got:
             continue
+        thunder, eager = got[name].double() - r, base[name].double() - r
+        norm = r.norm().item()
         rows.append({
             "dtype": spec.dtype,
             "tensor": name,
-            "thunder_error": (got[name].double() - r).abs().max().item(),
-            "eager_error": (base[name].double() - r).abs().max().item(),
+            "thunder_error": thunder.abs().max().item(),
+            "eager_error": eager.abs().max().item(),
+            "thunder_rel_norm": thunder.norm().item() / norm if norm else None,
+            "eager_rel_norm": eager.norm().item() / norm if norm else None,
+            # |<x, ref> / <ref, ref> - 1|: the systematic scale error (a gradient off by a constant factor).
+            "thunder_drift": abs((got[name].double() * r).sum().item() / norm**2 - 1) if norm else None,
+            "eager_drift": abs((base[name].double() * r).sum().item() / norm**2 - 1) if norm else None,
             "tensor_scale": r.abs().max().item(),
             "example_scale": scale,
         })  # fmt: skip
@@ -72,23 +78,31 @@ def main() -> int:
     rows: list[dict] = []
     for dtype in args.dtypes.split(","):
         specs = net_specs(dtypes=[dtype]).filter(lambda s: not s.random and not known_issues_for(s))
-
-        @settings(max_examples=args.examples, database=None, deadline=None, suppress_health_check=list(HealthCheck))
-        @given(st.data())
-        def collect(data):
-            rows.extend(_measure(data.draw(specs)) or [])
-
-        collect()
+        settings(max_examples=args.examples, database=None, deadline=None, suppress_health_check=list(HealthCheck))(
+            given(specs)(lambda spec: rows.extend(_measure(spec) or []))
+        )()
     args.out.write_text(json.dumps(rows))
     for dtype in args.dtypes.split(","):
         mine = [r for r in rows if r["dtype"] == dtype]
         eps = torch.finfo(getattr(torch, dtype)).eps
         print(f"{dtype}: {len(mine)} tensors")
         ratio = [r["thunder_error"] / r["eager_error"] for r in mine if r["eager_error"] > 0]
-        print(f"  thunder error / eager error         {_quantiles(ratio)}")
-        print(f"  thunder error / (eps * tensor scale) {_quantiles([r['thunder_error'] / (eps * r['tensor_scale']) for r in mine if r['tensor_scale'] > 0])}")
-        print(f"  thunder error / (eps * example scale) {_quantiles([r['thunder_error'] / (eps * r['example_scale']) for r in mine])}")
-        print(f"  eager error / (eps * example scale)   {_quantiles([r['eager_error'] / (eps * r['example_scale']) for r in mine])}")
+        normed = [r for r in mine if r["thunder_rel_norm"] is not None]
+        for label, values in (
+            ("thunder max error / eager max error", ratio),
+            (
+                "thunder max error / (eps * example scale)",
+                [r["thunder_error"] / (eps * r["example_scale"]) for r in mine],
+            ),
+            ("eager max error / (eps * example scale)", [r["eager_error"] / (eps * r["example_scale"]) for r in mine]),
+            ("thunder relative norm error / eps", [r["thunder_rel_norm"] / eps for r in normed]),
+            ("eager relative norm error / eps", [r["eager_rel_norm"] / eps for r in normed]),
+            (
+                "thunder / eager relative norm error",
+                [r["thunder_rel_norm"] / r["eager_rel_norm"] for r in normed if r["eager_rel_norm"] > 0],
+            ),
+        ):
+            print(f"  {label:45s} {_quantiles(values)}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Repro: gradient-divergence of thunderfx against eager PyTorch (converter: fixed).
+"""Repro: gradient-divergence (checkpoint-specific) of thunderfx against eager PyTorch (converter: fixed).
 
 First observed: judged against thunderfx without checkpoints
 Exits 1 when the divergence reproduces, 0 when it does not. Needs only torch and lightning-thunder.

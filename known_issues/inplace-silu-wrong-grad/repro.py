@@ -1,4 +1,4 @@
-"""Repro: gradient-divergence of thunderfx against eager PyTorch (converter: fixed).
+"""Repro: gradient-divergence (thunder-general) of thunderfx against eager PyTorch (converter: fixed).
 
 First observed: grad of input: max abs diff 0.0001954 on 1/1 elements (at flat index 0: 0.00145422 vs 0.00164957; max |float64 eager| 0.00165, eager error slack 2.76e-11)
 Exits 1 when the divergence reproduces, 0 when it does not. Needs only torch and lightning-thunder.

@@ -1,4 +1,4 @@
-"""Repro: forward-divergence of thunderfx against eager PyTorch (converter: fixed).
+"""Repro: forward-divergence (checkpoint-specific) of thunderfx against eager PyTorch (converter: fixed).
 
 First observed: output: max abs diff 1.033 on 1/1 elements (at flat index 0: 2.0659 vs 1.03295; max |float64 eager| 1.033, eager error slack 1.68e-07)
 Exits 1 when the divergence reproduces, 0 when it does not. Needs only torch and lightning-thunder.

@@ -1,4 +1,4 @@
-"""Repro: timeout of thunderfx against eager PyTorch (converter: fixed).
+"""Repro: timeout (checkpoint-specific) of thunderfx against eager PyTorch (converter: fixed).
 
 First observed: exceeded the per-example time limit of 30 s
 Exits 1 when the divergence reproduces, 0 when it does not. Needs only torch and lightning-thunder.
