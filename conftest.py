@@ -112,7 +112,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     campaign = Campaign(campaign_config, workers=workers)
     if _worker_id(config) is None:
-        campaign.clear_worker_stats()
+        campaign.clear_records()
     config.stash[CAMPAIGN] = campaign
 
 

@@ -15,7 +15,7 @@ from fuzz.harness import Outcome, check_spec
 from fuzz.known_issues import KnownIssue, known_issues_for
 from fuzz.oracle import ParityFailure
 from fuzz.reduce import reduce_spec
-from fuzz.report import CampaignStats, repro_source, write_failure
+from fuzz.report import CampaignStats, repro_source, spec_digest, write_failure
 from fuzz.spec import NetSpec
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
@@ -24,6 +24,7 @@ CONVERTER_CHOICES = ("fixed", "stock", "both")
 # not; check: as xfail, and each registry entry's own spec is re-tested.
 KNOWN_ISSUE_MODES = ("exclude", "xfail", "check")
 _WORKER_STATS = ".workers"
+_AB_RECORDS = "converter_ab.jsonl"
 
 
 def resolve_device(requested: str) -> str:
@@ -83,7 +84,16 @@ class Campaign:
 
     def record(self, outcome: Outcome) -> None:
         self.stats.record(outcome, time.time() - self.started)
+        if outcome.converter_ab is not None:
+            self._record_converter_ab(outcome)
         self._item_failed |= outcome.failure is not None
+
+    def _record_converter_ab(self, outcome: Outcome) -> None:
+        """Append the example's A/B record to ``<artifacts>/converter_ab.jsonl`` (one short line: atomic append)."""
+        record = {"spec_sha1": spec_digest(outcome.spec), "dtype": outcome.spec.dtype, **outcome.converter_ab.to_dict()}
+        self.config.artifacts.mkdir(parents=True, exist_ok=True)
+        with open(self.config.artifacts / _AB_RECORDS, "a") as records:
+            records.write(json.dumps(record) + "\n")
 
     def record_known_issues(self, known: list[KnownIssue], outcome: Outcome) -> bool:
         """Count whether ``outcome`` reproduces one of the ``known`` issues its spec matches; returns whether it did."""
@@ -168,9 +178,11 @@ class Campaign:
         (self.config.artifacts / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary
 
-    def clear_worker_stats(self) -> None:
+    def clear_records(self) -> None:
+        """Forget the previous campaign's worker stats and A/B records (its failures and summary stay)."""
         for path in (self.config.artifacts / _WORKER_STATS).glob("*.json"):
             path.unlink()
+        (self.config.artifacts / _AB_RECORDS).unlink(missing_ok=True)
 
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:
@@ -186,8 +198,9 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     ]
     if summary["converter_comparisons"]:
         lines.append(
-            f"converter A/B: stock and fixed disagreed in {summary['converter_disagreements']}"
-            f"/{summary['converter_comparisons']} examples"
+            f"converter A/B: the fixed converter changed the verdict in {summary['converter_verdict_changes']} and "
+            f"the verdict or any output/gradient value in {summary['converter_disagreements']} of "
+            f"{summary['converter_comparisons']} examples (per example: {_AB_RECORDS})"
         )
     lines.append(f"failing examples by class (shrink steps included): {summary['failing_examples_by_class'] or 'none'}")
     lines += [

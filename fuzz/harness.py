@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 
@@ -37,6 +37,28 @@ DEFAULT_TIMEOUT_S = 120.0
 
 
 @dataclass
+class ConverterComparison:
+    """The stock converter's run beside the fixed one's on one example (``--converter both``)."""
+
+    fixed_verdict: str  # "pass" or the failure class
+    stock_verdict: str
+    # Largest |stock - fixed| over the output and every gradient; None when either run crashed.
+    max_difference: float | None
+
+    @property
+    def verdict_differs(self) -> bool:
+        return self.fixed_verdict != self.stock_verdict
+
+    @property
+    def differs(self) -> bool:
+        """The verdict or any output or gradient value (bitwise) differs."""
+        return self.verdict_differs or bool(self.max_difference)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "verdict_differs": self.verdict_differs, "differs": self.differs}
+
+
+@dataclass
 class Outcome:
     """What happened to one spec. ``failure`` is set, not raised, so the caller can record it first."""
 
@@ -46,7 +68,12 @@ class Outcome:
     compile_report: CompileReport | None = None
     failure: ParityFailure | None = None
     seconds: float = 0.0
-    converters_disagree: bool | None = None
+    converter_ab: ConverterComparison | None = None
+
+    @property
+    def converters_disagree(self) -> bool | None:
+        """With converter "both": whether the stock converter changed the verdict or any value; else None."""
+        return None if self.converter_ab is None else self.converter_ab.differs
 
     @property
     def compiled(self) -> bool:
@@ -100,18 +127,23 @@ def _compiled(report: CompileReport | None, checkpoints: int) -> bool:
     return report is not None and report.compiled_everything(checkpoints)
 
 
-def _same_results(a: tuple | None, b: tuple | None) -> bool:
+def _max_difference(a: tuple | None, b: tuple | None) -> float | None:
+    """The largest elementwise |a - b| over two runs' outputs and gradients (inf where one lacks a gradient)."""
     if a is None or b is None:
-        return a is b
+        return None
     (out_a, grads_a), (out_b, grads_b) = a, b
-    return (
-        torch.equal(out_a, out_b)
-        and grads_a.keys() == grads_b.keys()
-        and all(
-            (x is None and y is None) or (x is not None and y is not None and torch.equal(x, y))
-            for x, y in zip(grads_a.values(), grads_b.values(), strict=True)
-        )
-    )
+    pairs = [(out_a, out_b), *((grads_a.get(name), grads_b.get(name)) for name in grads_a.keys() | grads_b.keys())]
+    largest = 0.0
+    for x, y in pairs:
+        if (x is None) != (y is None) or (x is not None and x.shape != y.shape):
+            return float("inf")
+        if x is not None and x.numel():
+            largest = max(largest, (x.double() - y.double()).abs().max().item())
+    return largest
+
+
+def _verdict(failure: ParityFailure | None) -> str:
+    return "pass" if failure is None else failure.failure_class
 
 
 def check_spec(spec: NetSpec, *, converter: str = "fixed", timeout_s: float | None = DEFAULT_TIMEOUT_S) -> Outcome:
@@ -120,8 +152,8 @@ def check_spec(spec: NetSpec, *, converter: str = "fixed", timeout_s: float | No
     A network with random layers is judged against thunderfx of its ``PlainNet`` (no checkpoints,
     same seed) instead of eager: eager and thunder draw different random streams, while
     checkpointing must not change what thunder computes (docs/oracle.md says why this is sound).
-    With "both", the verdict is the fixed converter's and ``converters_disagree`` says whether the
-    stock converter gave a different verdict or any bitwise different output or gradient.
+    With "both", the verdict is the fixed converter's and ``converter_ab`` compares the stock
+    converter's verdict, output and gradients with it.
     An eager failure is a bug of the harness (specs are valid by construction) and propagates.
     """
     start = time.perf_counter()
@@ -161,8 +193,10 @@ def check_spec(spec: NetSpec, *, converter: str = "fixed", timeout_s: float | No
             else _triage(spec, eager, reference, timeout_s)
         )
         failure = with_triage(failure, triage)
-    disagree = None
+    comparison = None
     if converter == "both":
         stock_result, _, stock_failure = run("stock")
-        disagree = type(stock_failure) is not type(failure) or not _same_results(stock_result, result)
-    return Outcome(spec, True, None, report, failure, time.perf_counter() - start, disagree)
+        comparison = ConverterComparison(
+            _verdict(failure), _verdict(stock_failure), _max_difference(result, stock_result)
+        )
+    return Outcome(spec, True, None, report, failure, time.perf_counter() - start, comparison)

@@ -62,6 +62,11 @@ if __name__ == "__main__":
 """
 
 
+def spec_digest(spec: NetSpec) -> str:
+    """A short hash of the whole spec."""
+    return hashlib.sha1(spec.to_json().encode()).hexdigest()[:12]
+
+
 def failure_id(spec: NetSpec, failure: ParityFailure) -> str:
     """A stable id for a bug: failure class, triage label and a hash of what the minimal network is made of.
 
@@ -124,8 +129,9 @@ class CampaignStats:
     compiled: int = 0
     fell_back: int = 0
     seconds: float = 0.0
-    converter_disagreements: int = 0
     converter_comparisons: int = 0
+    converter_disagreements: int = 0  # verdict or any value differs
+    converter_verdict_changes: int = 0
     failing_examples: Counter = field(default_factory=Counter)
     invalid_reasons: Counter = field(default_factory=Counter)
     coverage: Counter = field(default_factory=Counter)  # trait (see fuzz.coverage) -> examples run with it
@@ -154,9 +160,10 @@ class CampaignStats:
             self.fell_back_coverage.update(traits(outcome.spec))
         if outcome.failure is not None:
             self.failing_examples[outcome.failure.signature] += 1
-        if outcome.converters_disagree is not None:
+        if outcome.converter_ab is not None:
             self.converter_comparisons += 1
-            self.converter_disagreements += outcome.converters_disagree
+            self.converter_disagreements += outcome.converter_ab.differs
+            self.converter_verdict_changes += outcome.converter_ab.verdict_differs
 
     def record_final_failure(self, failure: ParityFailure, directory: Path, elapsed_s: float) -> None:
         """A failure Hypothesis finished shrinking, ``elapsed_s`` into the campaign, written to ``directory``."""
@@ -181,6 +188,7 @@ class CampaignStats:
             "seconds": round(self.seconds, 3),
             "converter_comparisons": self.converter_comparisons,
             "converter_disagreements": self.converter_disagreements,
+            "converter_verdict_changes": self.converter_verdict_changes,
             "failing_examples_by_class": dict(self.failing_examples),
             "invalid_reasons": dict(self.invalid_reasons),
             "coverage": dict(sorted(self.coverage.items())),
@@ -201,6 +209,7 @@ class CampaignStats:
             seconds=data["seconds"],
             converter_comparisons=data["converter_comparisons"],
             converter_disagreements=data["converter_disagreements"],
+            converter_verdict_changes=data["converter_verdict_changes"],
             failing_examples=Counter(data["failing_examples_by_class"]),
             invalid_reasons=Counter(data["invalid_reasons"]),
             coverage=Counter(data["coverage"]),
@@ -220,6 +229,7 @@ class CampaignStats:
             "seconds",
             "converter_comparisons",
             "converter_disagreements",
+            "converter_verdict_changes",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.failing_examples += other.failing_examples

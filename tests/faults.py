@@ -32,6 +32,7 @@ def _scaled_gradient(op, factor: float):
 FAULTS = {
     "tanh-grad-x2": (torch.tanh, 2.0),
     "tanh-grad-x1.001": (torch.tanh, 1.001),
+    "tanh-grad-x1.01": (torch.tanh, 1.01),
 }
 
 

@@ -7,7 +7,9 @@ import thunder.dynamo.splitter
 import torch
 from thunder.dynamo.utils import _torch_to_thunder_function_map
 
-from fuzz.harness import check_spec
+import fuzz.fix
+from fuzz.fix import STOCK_CONVERTER
+from fuzz.harness import ConverterComparison, check_spec
 from fuzz.oracle import ExampleTimeout, GradientDivergence, ThunderCrash
 from fuzz.report import failure_id
 from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
@@ -44,11 +46,14 @@ def test_cancellation_noise_is_not_a_divergence():
     assert check_spec(spec).failure is None
 
 
-@pytest.mark.parametrize("fault", ["tanh-grad-x2", "tanh-grad-x1.001"])
-def test_a_gradient_fault_inside_a_checkpoint_is_a_gradient_divergence(fault):
+@pytest.mark.parametrize(
+    ("fault", "dtype"),
+    [("tanh-grad-x2", "float32"), ("tanh-grad-x1.001", "float32"), ("tanh-grad-x1.01", "bfloat16")],
+)
+def test_a_gradient_fault_inside_a_checkpoint_is_a_gradient_divergence(fault, dtype):
     with injected(fault):
-        inside = check_spec(_spec("tanh"))
-        outside = check_spec(_spec("tanh", checkpoints=()))
+        inside = check_spec(_spec("tanh", dtype=dtype, features=16))
+        outside = check_spec(_spec("tanh", dtype=dtype, features=16, checkpoints=()))
     assert isinstance(inside.failure, GradientDivergence) and "grad of input" in str(inside.failure)
     assert inside.failure.triage == "checkpoint-specific" and inside.failure.signature in failure_id(
         inside.spec, inside.failure
@@ -90,10 +95,21 @@ def test_a_hung_compile_is_a_timeout(monkeypatch):
 
 def test_converter_ab_runs_both_and_reports_agreement():
     outcome = check_spec(_spec("tanh", "relu", checkpoints=[(0, 2)]), converter="both")
-    assert outcome.failure is None and outcome.converters_disagree is False
+    assert outcome.failure is None and outcome.converter_ab == ConverterComparison("pass", "pass", 0.0)
     with injected("tanh-grad-x2"):
         faulty = check_spec(_spec("tanh"), converter="both")
     assert isinstance(faulty.failure, GradientDivergence) and faulty.converters_disagree is False
+
+
+def test_converter_ab_sees_a_stock_converter_that_computes_differently(monkeypatch):
+    def faulty_stock(gm):
+        with injected("tanh-grad-x2"):
+            STOCK_CONVERTER(gm)
+
+    monkeypatch.setattr(fuzz.fix, "STOCK_CONVERTER", faulty_stock)
+    ab = check_spec(_spec("tanh"), converter="both").converter_ab
+    assert (ab.fixed_verdict, ab.stock_verdict) == ("pass", "gradient-divergence")
+    assert ab.verdict_differs and ab.max_difference > 0.1
 
 
 def _random_spec(checkpoints, api="checkpoint") -> NetSpec:

@@ -36,10 +36,42 @@ def test_one_bad_element_among_many_fails_and_is_located():
 
 def test_near_zero_elements_are_judged_against_the_tensor_scale():
     expected = torch.tensor([1000.0, 1e-3])
-    rtol, atol, floor, _ = TOLERANCES[torch.float32]
+    rtol, atol, *_ = TOLERANCES[torch.float32]
     within = 0.9 * atol * 1000
     assert mismatch(expected + torch.tensor([0.0, within]), expected) is None
     assert mismatch(expected + torch.tensor([0.0, 2 * atol * 1000]), expected) is not None
+
+
+def test_a_low_precision_systematic_scale_inside_elementwise_noise_fails():
+    # 1% on every element of a bfloat16 gradient is within one ulp elementwise, but it is a scale.
+    reference = _tensor(torch.float64)
+    eager = reference.to(torch.bfloat16)
+    assert mismatch(eager, eager, reference, 2.0) is None
+    message = mismatch((reference * 1.01).to(torch.bfloat16), eager, reference, 2.0)
+    assert message is not None and message.startswith("systematic scale error: thunderfx ~ ")
+    assert float(message.split("~ ")[1].split(" ")[0]) == pytest.approx(1.01, abs=1e-3)
+
+
+def test_a_low_precision_threshold_flip_passes_but_two_percent_of_elements_do_not():
+    reference = _tensor(torch.float64, 2).flatten()
+    eager = reference.to(torch.bfloat16)
+    flipped = eager.clone()
+    flipped[7] = 0  # as masked_fill(x > 0.5) does when x rounds to the other side of 0.5
+    assert mismatch(flipped, eager, reference, 2.0) is None
+    flipped[8] = flipped[9] = 0
+    assert "on 3/64 elements" in mismatch(flipped, eager, reference, 2.0)
+    far = eager.clone()
+    far[7] = 100.0  # a jump larger than the tensor itself is no flip
+    assert "on 1/64 elements" in mismatch(far, eager, reference, 2.0)
+
+
+def test_a_cancellation_to_zero_is_judged_against_the_example_scale():
+    # An attention key bias's gradient is exactly 0, computed as a sum of terms of order S.
+    reference = torch.zeros(8, dtype=torch.float64)
+    eager = torch.full((8,), 3e-5, dtype=torch.float16)
+    thunder = torch.full((8,), 2.7e-4, dtype=torch.float16)
+    assert mismatch(thunder, eager, reference, example_scale=1.0) is None
+    assert mismatch(thunder, eager, reference, example_scale=0.01) is not None
 
 
 def test_all_zero_tensors_use_the_floor():

@@ -1,6 +1,6 @@
 """Repro: gradient-divergence (thunder-general) of thunderfx against eager PyTorch (converter: fixed).
 
-First observed: grad of input: max abs diff 0.0001954 on 1/1 elements (at flat index 0: 0.00145422 vs 0.00164957; max |float64 eager| 0.00165, eager error slack 2.76e-11)
+First observed: grad of input: max abs diff 0.0001954 on 1/1 elements (at flat index 0: 0.00145422 vs 0.00164957; max |float64 eager| 0.00165, slack 4.05e-08)
 Exits 1 when the divergence reproduces, 0 when it does not. Needs only torch and lightning-thunder.
 """
 
@@ -73,28 +73,32 @@ import copy
 
 import torch
 
-# Allowed error of thunderfx, as (rtol, atol, floor): an element fails when
-# |thunder - ref| > rtol * |ref| + atol * max|ref over the tensor| + floor + slack,
-# where ref is a float64 eager run of the same network (eager itself for float64 networks)
-# and slack is a per-dtype factor times eager's own largest error against ref on that tensor.
-# Thunder's CPU path decomposes ops (layer_norm, gelu, softplus, ...) into prims, which changes
-# the order of float operations but not their number much: for these <= 8-layer, <= 64-wide
-# networks the observed float32 differences are ~1e-6 relative, so rtol 1e-4 leaves 100x
-# headroom while a 0.1% error in a gradient (a 1.001 scale) still fails. The atol term scales
-# with the tensor because cancellation makes near-zero elements as noisy as the tensor's large
-# ones; the floor (a few float32 ulps at 1.0) covers tensors whose eager values are all ~0.
-# float64 gets the same rule with 1e-9 relative: ~10^7 ulps of headroom, far below any real bug.
-# Where eager's own rounding error is large (a gradient that is a near-total cancellation, as
-# through LayerNorm of a Linear of one feature), thunder's is of the same order: the last
-# entry, the slack factor, allows that many times eager's error. bfloat16 and float16 get about
-# one ulp (2^-7, 2^-10) relative and absolute: thunder upcasts some ops to float32 internally,
-# so its error is of eager's order or smaller, never 4x larger unless something is wrong.
+# How far thunderfx may be from the truth, per dtype (docs/oracle.md has the measurements):
+# (rtol, atol, floor, eager_factor, example_ulps, drift). "ref" is a float64 eager run of the
+# same weights (eager itself for float64 networks); eager's own error against it is the
+# measure of how noisy a tensor is in this dtype.
+# 1. Elementwise: |thunder - ref| <= rtol |ref| + atol max|ref| + floor + example_ulps eps S
+#    + eager_factor max|eager - ref|, with S the example's scale (the largest |ref| over the output
+#    and all gradients): the eps S term covers tensors that are a near-total cancellation (an
+#    attention key bias's gradient is exactly 0, computed as a sum of terms of order S).
+#    rtol is ~1000 ulps for float32 (thunder reorders float ops: observed differences ~1 ulp),
+#    ~1 ulp for bfloat16/float16, 1e-9 for float64.
+# 2. In bfloat16/float16 only, a few elements (<= 1%, at least one) may break bound 1 by at most
+#    the tensor's own scale: a one-ulp rounding difference flips a threshold (x > 0.5, relu at 0,
+#    a max between near-ties) and moves an element by the size of the jump. Measured: eager
+#    exact, thunder off by 10% of the tensor's scale on one element of a bfloat16 input gradient.
+# 3. Systematic scale: alpha = <x, ref> / <ref, ref> (a gradient off by a constant factor has
+#    alpha = that factor). |alpha_thunder - 1| <= drift + eager_factor |alpha_eager - 1| + eager's
+#    relative norm error, on tensors above the example's noise level (max|ref| >= sqrt(eps) S).
+#    This is what catches a 1% error in a bfloat16 gradient, inside rounding noise elementwise.
 TOLERANCES = {
-    torch.float32: (1e-4, 1e-5, 1e-6, 10.0),
-    torch.float64: (1e-9, 1e-10, 1e-12, 10.0),
-    torch.bfloat16: (8e-3, 8e-3, 1e-3, 4.0),
-    torch.float16: (1e-3, 1e-3, 1e-4, 4.0),
+    torch.float32: (1e-4, 1e-5, 1e-6, 10.0, 1.0, 1e-4),
+    torch.float64: (1e-9, 1e-10, 1e-12, 10.0, 1.0, 1e-9),
+    torch.bfloat16: (8e-3, 8e-3, 1e-3, 4.0, 1.0, 4e-3),
+    torch.float16: (1e-3, 1e-3, 1e-4, 4.0, 1.0, 1e-3),
 }
+# Share of a low-precision tensor's elements allowed to flip at a threshold (rule 2).
+FLIP_SHARE = {torch.bfloat16: 0.01, torch.float16: 0.01}
 
 
 def fresh_input(x):
@@ -125,11 +129,18 @@ def float64_reference(net, x, cotangent):
     return forward_backward(net, net, x, cotangent.double())
 
 
-def mismatch(actual, expected, reference=None):
-    """None when ``actual`` matches within its dtype's tolerance, else a one-line description.
+def _scale_factor(x, ref):
+    """The least-squares factor alpha with x ~ alpha * ref (None for an all-zero ref)."""
+    norm2 = (ref * ref).sum().item()
+    return (x * ref).sum().item() / norm2 if norm2 > 0 else None
+
+
+def mismatch(actual, expected, reference=None, example_scale=0.0):
+    """None when ``actual`` matches within its dtype's tolerance (see `TOLERANCES`), else a one-line description.
 
     ``expected`` is eager's tensor; ``reference``, when given, the float64 eager one, which
-    ``actual`` is then judged against with eager's own error as extra slack.
+    ``actual`` is then judged against with eager's own error as the measure of noise.
+    ``example_scale`` is the largest |reference| over the example's output and gradients.
     """
     if actual is None or expected is None:
         if actual is None and expected is None:
@@ -137,26 +148,44 @@ def mismatch(actual, expected, reference=None):
         return "no gradient under thunderfx, but eager has one" if actual is None else "gradient where eager has none"
     if actual.shape != expected.shape or actual.dtype != expected.dtype:
         return f"shape/dtype {tuple(actual.shape)}/{actual.dtype} != {tuple(expected.shape)}/{expected.dtype}"
-    rtol, atol, floor, eager_factor = TOLERANCES[expected.dtype]
+    if not actual.numel():
+        return None
+    rtol, atol, floor, eager_factor, example_ulps, drift = TOLERANCES[expected.dtype]
+    eps = torch.finfo(expected.dtype).eps
     got, want = actual.detach().double().cpu(), expected.detach().double().cpu()
     if not torch.isfinite(got).all():
         return f"{int((~torch.isfinite(got)).sum())}/{got.numel()} non-finite elements"
-    slack = 0.0
+    eager_error = eager_drift = eager_noise = 0.0
     if reference is not None:
         reference = reference.detach().cpu()
-        slack = eager_factor * (want - reference).abs().max().item() if want.numel() else 0.0
+        eager_error = (want - reference).abs().max().item()
+        if (alpha := _scale_factor(want, reference)) is not None:
+            eager_drift = abs(alpha - 1)
+            eager_noise = (want - reference).norm().item() / reference.norm().item()
         want = reference
-    scale = want.abs().max().item() if want.numel() else 0.0
+    scale = want.abs().max().item()
     diff = (got - want).abs()
+    slack = example_ulps * eps * example_scale + eager_factor * eager_error
     bad = diff > rtol * want.abs() + atol * scale + floor + slack
-    if not bad.any():
-        return None
-    worst = int(diff.argmax())
-    return (
-        f"max abs diff {diff.max().item():.4g} on {int(bad.sum())}/{got.numel()} elements "
-        f"(at flat index {worst}: {got.flatten()[worst].item():.6g} vs {want.flatten()[worst].item():.6g}; "
-        f"max |{'float64 ' if reference is not None else ''}eager| {scale:.4g}, eager error slack {slack:.3g})"
+    flips = int(bad.sum()) <= max(1, FLIP_SHARE.get(expected.dtype, 0.0) * got.numel()) and bool(
+        (diff[bad] <= scale).all()
     )
+    if bad.any() and not (expected.dtype in FLIP_SHARE and flips):
+        worst = int(diff.argmax())
+        return (
+            f"max abs diff {diff.max().item():.4g} on {int(bad.sum())}/{got.numel()} elements "
+            f"(at flat index {worst}: {got.flatten()[worst].item():.6g} vs {want.flatten()[worst].item():.6g}; "
+            f"max |{'float64 ' if reference is not None else ''}eager| {scale:.4g}, slack {slack:.3g})"
+        )
+    alpha = _scale_factor(got, want)
+    if alpha is None or scale < eps**0.5 * example_scale:
+        return None
+    if abs(alpha - 1) > drift + eager_factor * eager_drift + eager_noise:
+        return (
+            f"systematic scale error: thunderfx ~ {alpha:.6g} x {'float64 ' if reference is not None else ''}eager "
+            f"(least squares; eager's own factor {1 + eager_drift:.6g}, relative noise {eager_noise:.3g})"
+        )
+    return None
 
 
 def compare(thunder_result, eager_result, reference_result=None):
@@ -166,11 +195,13 @@ def compare(thunder_result, eager_result, reference_result=None):
     """
     (thunder_out, thunder_grads), (eager_out, eager_grads) = thunder_result, eager_result
     ref_out, ref_grads = reference_result if reference_result is not None else (None, {})
-    forward = [f"output: {m}"] if (m := mismatch(thunder_out, eager_out, ref_out)) else []
+    truth = [t for t in (ref_out, *ref_grads.values()) if t is not None] or [eager_out, *eager_grads.values()]
+    example_scale = max((t.detach().abs().max().item() for t in truth if t is not None and t.numel()), default=0.0)
+    forward = [f"output: {m}"] if (m := mismatch(thunder_out, eager_out, ref_out, example_scale)) else []
     gradients = [
         f"grad of {name}: {m}"
         for name in eager_grads
-        if (m := mismatch(thunder_grads.get(name), eager_grads[name], ref_grads.get(name)))
+        if (m := mismatch(thunder_grads.get(name), eager_grads[name], ref_grads.get(name), example_scale))
     ]
     return forward, gradients
 
