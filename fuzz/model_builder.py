@@ -123,8 +123,8 @@ def _checkpointed_call(
         outer, inner = (body[:1], body[1:]) if len(body) > 1 else ([], body)
         inner_ckpt = CheckpointSpec(0, 1, use_reentrant=ckpt.use_reentrant)
         body = [*outer, f"x = {_call(f'{name}_inner', 'x', inner_ckpt, checkpointing)}"]
-    if spec.autocast == "checkpoints":  # back to the network's dtype, as code that autocasts one block does
-        body = [*_autocast(body), "x = x.to(DTYPE)"]
+    if spec.autocast == "checkpoints":  # back to the input's dtype, as code that autocasts one block does
+        body = ["dtype = x.dtype", *_autocast(body), "x = x.to(dtype)"]
     signature, arguments = "x", "x"
     if ckpt.extra_args:
         signature, arguments = "x, scale, *, shift", "x, 0.5, shift=x.mean(dim=-1, keepdim=True)"

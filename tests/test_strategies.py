@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, find, given, settings
 
 from fuzz.model_builder import build_example
 from fuzz.reduce import reduce_spec
-from fuzz.runner import run_eager
+from fuzz.runner import run_eager, run_reference
 from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec, SpecError, validate
 from fuzz.strategies import checkpoints_from_placements, net_specs
 
@@ -145,3 +145,4 @@ def test_every_drawn_spec_builds_and_runs_eagerly_with_and_without_its_checkpoin
     for checkpointing in (True, False):
         example = build_example(spec, checkpointing)
         run_eager(example)
+        run_reference(example)
