@@ -43,7 +43,10 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
-        norm = x.float() * torch.rsqrt(x.float().pow(2).mean(dim=-1, keepdim=True) + self.eps)
+        # Computed in at least float32, as LLaMA code does with x.float(); never down-cast a float64
+        # input (inductor, which thunderfx falls back to, skips such casts and so differs from eager).
+        wide = x.to(torch.promote_types(x.dtype, torch.float32))
+        norm = wide * torch.rsqrt(wide.pow(2).mean(dim=-1, keepdim=True) + self.eps)
         return norm.to(x.dtype) * self.weight
 
 
