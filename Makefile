@@ -9,6 +9,11 @@ JOBS ?= 2
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml constraints.txt
+	@command -v redis-server >/dev/null || { echo "installing redis-server (the fleet tests start one on loopback)"; \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
+		$$SUDO apt-get install -y -q redis-server >/dev/null 2>&1 || \
+		{ $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q redis-server >/dev/null 2>&1; } || \
+		echo "could not install redis-server: install it to run tests/test_fleet.py"; }
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import os
+import random
+import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,11 +20,13 @@ from fuzz.campaign import (
     summary_lines,
 )
 from fuzz.compat import incompatibility
+from fuzz.database import DEFAULT_LOCATION, ENVIRONMENT_VARIABLE, DatabaseError, default_location, open_database
 from fuzz.layers import LAYER_KINDS
 from fuzz.profiles import PROFILES, register_profiles
 from fuzz.spec import DTYPES
 
 CAMPAIGN = pytest.StashKey[Campaign]()
+PROGRESS = pytest.StashKey[threading.Event]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -39,10 +43,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--fuzz-timeout", type=float, default=120.0, help="seconds one example may take under thunderfx")
     group.addoption("--fuzz-shards", type=int, default=8, help="test items the campaign is split into (for -n)")
     group.addoption(
-        "--fuzz-database", default=".hypothesis/examples", help="directory of the Hypothesis example database"
+        "--fuzz-database",
+        default=None,
+        help="Hypothesis example database: a directory, or redis://host:port/db to share one across machines "
+        f"(default: ${ENVIRONMENT_VARIABLE}, else {DEFAULT_LOCATION})",
     )
     group.addoption("--fuzz-layers", default=None, help="comma-separated layer kinds to draw from (default: all)")
     group.addoption("--fuzz-dtypes", default=None, help="comma-separated dtypes to draw from (default: all)")
+    group.addoption(
+        "--fuzz-seed",
+        type=int,
+        default=None,
+        help="generation seed (shard i uses seed + i); default 0 under ci, else a fresh one, shown in the summary",
+    )
+    group.addoption("--fuzz-progress", type=float, default=60.0, help="seconds between progress lines (0: none)")
     group.addoption(
         "--known-issues",
         default=None,
@@ -83,13 +97,10 @@ def pytest_configure(config: pytest.Config) -> None:
         device = resolve_device(config.getoption("fuzz_device"))
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
-    database = Path(config.getoption("fuzz_database"))
     try:
-        database.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise pytest.UsageError(f"--fuzz-database {database}: cannot create it ({error.strerror})") from None
-    if not os.access(database, os.W_OK):
-        raise pytest.UsageError(f"--fuzz-database {database}: directory is not writable; choose another")
+        database = open_database(config.getoption("fuzz_database") or default_location())
+    except DatabaseError as error:
+        raise pytest.UsageError(f"--fuzz-database: {error}") from None
     register_profiles(database)
     profile = config.getoption("hypothesis_profile", None) or "dev"
     if profile not in PROFILES:
@@ -99,6 +110,7 @@ def pytest_configure(config: pytest.Config) -> None:
     dtypes = _choice_list(config, "fuzz_dtypes", DTYPES)
     workers = getattr(config, "workerinput", {}).get("workercount", 1)
     campaign_config = CampaignConfig(
+        seed=_campaign_seed(config, profile),
         device=device,
         converter=config.getoption("converter"),
         artifacts=Path(config.getoption("fuzz_artifacts")),
@@ -110,10 +122,47 @@ def pytest_configure(config: pytest.Config) -> None:
         dtypes=dtypes,
         known_issues=config.getoption("known_issues") or ("exclude" if profile == "ci" else "xfail"),
     )
-    campaign = Campaign(campaign_config, workers=workers)
+    campaign = Campaign(campaign_config, workers=workers, worker=_worker_id(config) or "main")
+    config.stash[CAMPAIGN] = campaign
+    signal.signal(signal.SIGTERM, _interrupt)
     if _worker_id(config) is None:
         campaign.clear_records()
-    config.stash[CAMPAIGN] = campaign
+        if (every := config.getoption("fuzz_progress")) > 0:
+            config.stash[PROGRESS] = _start_progress(config, campaign, every)
+
+
+def _campaign_seed(config: pytest.Config, profile: str) -> int:
+    """The seed the controller chose (xdist workers get it from there), the option's, or a fresh one."""
+    if (chosen := getattr(config, "workerinput", {}).get("fuzz_seed")) is not None:
+        return chosen
+    if (chosen := config.getoption("fuzz_seed")) is not None:
+        return chosen
+    return 0 if profile == "ci" else random.SystemRandom().randrange(2**32)
+
+
+def pytest_configure_node(node) -> None:
+    """xdist: every worker generates from the controller's seed."""
+    node.workerinput["fuzz_seed"] = node.config.stash[CAMPAIGN].config.seed
+
+
+def _interrupt(signum, frame):
+    # SIGTERM (a job scheduler's stop) ends the run like Ctrl-C: Hypothesis keeps what it saved
+    # and pytest still writes the summary.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _start_progress(config: pytest.Config, campaign: Campaign, every: float) -> threading.Event:
+    """Print `Campaign.progress_line` every ``every`` seconds until the returned event is set."""
+    stop = threading.Event()
+
+    def report() -> None:
+        while not stop.wait(every):
+            reporter = config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None and (line := campaign.progress_line()):
+                reporter.write_line(line)
+
+    threading.Thread(target=report, name="fuzz-progress", daemon=True).start()
+    return stop
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -123,11 +172,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    item.config.stash[CAMPAIGN].start_item()
+    campaign = item.config.stash[CAMPAIGN]
+    campaign.start_item()
     shard = getattr(item, "callspec", None) and item.callspec.params.get("shard")
-    if shard is not None and settings.default.derandomize:
-        # Derandomized runs seed every parametrization alike; give each shard its own examples.
-        seed(shard)(item.obj)
+    if shard is not None:
+        # Each shard draws its own examples, reproducibly from the campaign's seed.
+        seed(campaign.config.seed + shard)(item.obj)
 
 
 @pytest.fixture(scope="session")
@@ -137,9 +187,11 @@ def campaign(request: pytest.FixtureRequest) -> Campaign:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    if progress := session.config.stash.get(PROGRESS, None):
+        progress.set()
     campaign = session.config.stash.get(CAMPAIGN, None)
     if campaign is not None and (campaign.stats.examples or campaign.stats.known_issue_checks):
-        campaign.write_worker_stats(_worker_id(session.config) or "main")
+        campaign.write_worker_stats()
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:

@@ -15,7 +15,7 @@ from fuzz.harness import Outcome, check_spec
 from fuzz.known_issues import KnownIssue, known_issues_for
 from fuzz.oracle import ParityFailure
 from fuzz.reduce import reduce_spec
-from fuzz.report import CampaignStats, repro_source, spec_digest, write_failure
+from fuzz.report import CampaignStats, repro_source, spec_digest, write_atomically, write_failure
 from fuzz.spec import NetSpec
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
@@ -25,6 +25,7 @@ CONVERTER_CHOICES = ("fixed", "stock", "both")
 KNOWN_ISSUE_MODES = ("exclude", "xfail", "check")
 _WORKER_STATS = ".workers"
 _AB_RECORDS = "converter_ab.jsonl"
+_STATS_EVERY_S = 10.0
 
 
 def resolve_device(requested: str) -> str:
@@ -54,6 +55,7 @@ class CampaignConfig:
     kinds: tuple[str, ...] | None = None
     dtypes: tuple[str, ...] | None = None
     known_issues: str = "xfail"
+    seed: int = 0  # generation seed of shard i is seed + i (recorded in the summary to re-run a night)
 
 
 class Campaign:
@@ -63,10 +65,12 @@ class Campaign:
     (``shards / workers`` of them), so one process or an xdist fleet ends near the budget.
     """
 
-    def __init__(self, config: CampaignConfig, workers: int = 1) -> None:
+    def __init__(self, config: CampaignConfig, workers: int = 1, worker: str = "main") -> None:
         self.config = config
+        self.worker = worker
         self.stats = CampaignStats()
         self.started = time.time()
+        self._stats_written = 0.0
         self._item_budget_s = None if config.minutes is None else 60 * config.minutes * workers / config.shards
         self._item_deadline = float("inf")
         self._item_failed = False
@@ -87,6 +91,8 @@ class Campaign:
         if outcome.converter_ab is not None:
             self._record_converter_ab(outcome)
         self._item_failed |= outcome.failure is not None
+        if time.monotonic() - self._stats_written > _STATS_EVERY_S:  # for the progress line and a killed worker
+            self.write_worker_stats()
 
     def _record_converter_ab(self, outcome: Outcome) -> None:
         """Append the example's A/B record to ``<artifacts>/converter_ab.jsonl`` (one short line: atomic append)."""
@@ -141,10 +147,35 @@ class Campaign:
         reduced = reduce_spec(spec, still_fails)
         return reduced, found.get(id(reduced), failure)
 
-    def write_worker_stats(self, worker: str) -> None:
+    def write_worker_stats(self) -> None:
+        """Write this process's stats to ``<artifacts>/.workers/<worker>.json`` (atomically)."""
         directory = self.config.artifacts / _WORKER_STATS
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / f"{worker}.json").write_text(json.dumps(self.stats.to_dict()))
+        write_atomically(directory / f"{self.worker}.json", json.dumps(self.stats.to_dict()))
+        self._stats_written = time.monotonic()
+
+    def merged_stats(self) -> CampaignStats | None:
+        """Every process's stats as last written, merged; None when none was written."""
+        paths = sorted((self.config.artifacts / _WORKER_STATS).glob("*.json"))
+        if not paths:
+            return None
+        merged = CampaignStats()
+        for path in paths:
+            merged.merge(CampaignStats.from_dict(json.loads(path.read_text())))
+        return merged
+
+    def progress_line(self) -> str | None:
+        """One line on the campaign so far (all processes), or None before any example."""
+        merged = self.merged_stats()
+        if merged is None or not merged.examples:
+            return None
+        wall = time.time() - self.started
+        failures = sum(merged.failing_examples.values())
+        return (
+            f"[fuzz {wall:.0f} s] {merged.examples} examples, {merged.examples / wall:.2f}/s, "
+            f"valid {merged.valid / merged.examples:.1%}, compiled {merged.compiled}/{merged.valid}, "
+            f"failing examples {failures}{f' {dict(merged.failing_examples)}' if failures else ''}"
+        )
 
     def summary(self) -> dict[str, Any] | None:
         """Merge every worker's stats into the campaign summary and write ``<artifacts>/summary.json``.
@@ -152,17 +183,15 @@ class Campaign:
         None, and nothing written, when no process ran an example (a run of the self-tests alone
         must not overwrite the last campaign's summary).
         """
-        stats = sorted((self.config.artifacts / _WORKER_STATS).glob("*.json"))
-        if not stats:
+        merged = self.merged_stats()
+        if merged is None:
             return None
-        merged = CampaignStats()
-        for path in stats:
-            merged.merge(CampaignStats.from_dict(json.loads(path.read_text())))
         wall = time.time() - self.started
         summary = {
             "profile": self.config.profile,
             "device": self.config.device,
             "converter": self.config.converter,
+            "seed": self.config.seed,
             "wall_seconds": round(wall, 1),
             **merged.to_dict(),
             "examples_per_second": round(merged.examples / wall, 3) if wall else 0.0,

@@ -69,6 +69,9 @@ class Outcome:
     failure: ParityFailure | None = None
     seconds: float = 0.0
     converter_ab: ConverterComparison | None = None
+    # Largest |thunder - truth| / max|truth| over the output and gradients (truth: the float64
+    # reference, else what thunder was judged against): what nightly runs steer toward with target().
+    discrepancy: float = 0.0
 
     @property
     def converters_disagree(self) -> bool | None:
@@ -127,19 +130,38 @@ def _compiled(report: CompileReport | None, checkpoints: int) -> bool:
     return report is not None and report.compiled_everything(checkpoints)
 
 
+def _tensor_pairs(a: tuple, b: tuple) -> list[tuple[torch.Tensor | None, torch.Tensor | None]]:
+    """The outputs, then each gradient by name (None where a run has none), of two runs side by side."""
+    (out_a, grads_a), (out_b, grads_b) = a, b
+    return [
+        (out_a, out_b),
+        *((grads_a.get(name), grads_b.get(name)) for name in sorted(grads_a.keys() | grads_b.keys())),
+    ]
+
+
 def _max_difference(a: tuple | None, b: tuple | None) -> float | None:
     """The largest elementwise |a - b| over two runs' outputs and gradients (inf where one lacks a gradient)."""
     if a is None or b is None:
         return None
-    (out_a, grads_a), (out_b, grads_b) = a, b
-    pairs = [(out_a, out_b), *((grads_a.get(name), grads_b.get(name)) for name in grads_a.keys() | grads_b.keys())]
     largest = 0.0
-    for x, y in pairs:
+    for x, y in _tensor_pairs(a, b):
         if (x is None) != (y is None) or (x is not None and x.shape != y.shape):
             return float("inf")
         if x is not None and x.numel():
             largest = max(largest, (x.double() - y.double()).abs().max().item())
     return largest
+
+
+def _relative_error(result: tuple | None, truth: tuple) -> float:
+    """The largest |result - truth| / max|truth| over the tensors both have (0 for a crashed run)."""
+    if result is None:
+        return 0.0
+    errors = [
+        (x.double() - t.double()).abs().max().item() / (t.abs().max().item() or 1.0)
+        for x, t in _tensor_pairs(result, truth)
+        if x is not None and t is not None and x.numel() and x.shape == t.shape
+    ]
+    return max(errors, default=0.0)
 
 
 def _verdict(failure: ParityFailure | None) -> str:
@@ -199,4 +221,5 @@ def check_spec(spec: NetSpec, *, converter: str = "fixed", timeout_s: float | No
         comparison = ConverterComparison(
             _verdict(failure), _verdict(stock_failure), _max_difference(result, stock_result)
         )
-    return Outcome(spec, True, None, report, failure, time.perf_counter() - start, comparison)
+    discrepancy = _relative_error(result, reference if reference is not None else expected)
+    return Outcome(spec, True, None, report, failure, time.perf_counter() - start, comparison, discrepancy)

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from hypothesis import HealthCheck, Phase, settings
-from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.database import ExampleDatabase
 
 PROFILES = ("ci", "dev", "nightly", "replay")
 
 
-def register_profiles(database_dir: Path) -> None:
-    """Register ``ci``, ``dev``, ``nightly`` and ``replay``, all on the example database in ``database_dir``.
+def register_profiles(database: ExampleDatabase) -> None:
+    """Register ``ci``, ``dev``, ``nightly`` and ``replay``, all on ``database`` (see `fuzz.database`).
 
     Each is built on Hypothesis's ``default`` profile, not on the current one: with the CI
     environment variable set, the current one is Hypothesis's built-in ``ci`` profile, whose
     ``derandomize=True`` would silently switch the database off in every profile built on it.
     """
-    database = DirectoryBasedExampleDatabase(database_dir)
     common = dict(
         parent=settings.get_profile("default"),
         deadline=None,  # the first call of every example compiles with thunder

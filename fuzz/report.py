@@ -101,7 +101,8 @@ def repro_source(spec: NetSpec, failure: ParityFailure, converter: str) -> str:
     )
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: readers never see half a file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
@@ -113,10 +114,10 @@ def write_failure(
     """Write ``<artifacts>/<name or failure-id>/{spec.json,repro.py,failure.txt,triage.txt}``; returns the directory."""
     directory = artifacts / (name or failure_id(spec, failure))
     directory.mkdir(parents=True, exist_ok=True)
-    _write_atomically(directory / "spec.json", spec.to_json() + "\n")
-    _write_atomically(directory / "repro.py", repro_source(spec, failure, converter))
-    _write_atomically(directory / "failure.txt", f"{type(failure).__name__}: {failure}\n")
-    _write_atomically(directory / "triage.txt", f"{failure.triage}: {failure.__cause__}\n")
+    write_atomically(directory / "spec.json", spec.to_json() + "\n")
+    write_atomically(directory / "repro.py", repro_source(spec, failure, converter))
+    write_atomically(directory / "failure.txt", f"{type(failure).__name__}: {failure}\n")
+    write_atomically(directory / "triage.txt", f"{failure.triage}: {failure.__cause__}\n")
     return directory
 
 

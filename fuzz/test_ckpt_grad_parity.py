@@ -3,7 +3,7 @@
 from dataclasses import replace
 
 import pytest
-from hypothesis import event, given, note, reject
+from hypothesis import event, given, note, reject, target
 from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 
@@ -41,6 +41,7 @@ def test_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -
         event(f"invalid: {outcome.invalid_reason}")
         reject()
     event("thunder compiled every checkpointed region" if outcome.compiled else "thunder fell back")
+    target(outcome.discrepancy, label="largest relative error of thunderfx")
     if outcome.converters_disagree:
         event("stock and fixed converters disagree")
     if known:

@@ -12,7 +12,7 @@ def test_profiles_ignore_the_current_profile_and_keep_the_database(tmp_path):
     settings.register_profile("fuzz-selftest-ci-like", derandomize=True, database=None)
     settings.load_profile("fuzz-selftest-ci-like")
     try:
-        register_profiles(tmp_path)
+        register_profiles(DirectoryBasedExampleDatabase(tmp_path))
     finally:
         settings.register_profile("fuzz-selftest-previous", previous)
         settings.load_profile("fuzz-selftest-previous")

@@ -1,0 +1,46 @@
+"""Real campaigns in a subprocess, as users run them, with an optional injected fault (tests/faults.py)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FAULT = "tanh-grad-x2"
+
+_CAMPAIGN = "fuzz/test_ckpt_grad_parity.py -p tests.faults -p no:logging -p no:xdist --fuzz-device cpu --fuzz-shards 1"
+# The first vocabulary in float32/float64: the self-test then does not depend on which real thunder
+# bugs (or low-precision tolerance questions) the rest of the space exposes.
+_LAYERS = "linear,relu,tanh,sigmoid,gelu,silu,softplus,layer_norm,mlp,residual"
+_DTYPES = "float32,float64"
+
+
+def campaign_command(tmp: Path, *extra: str) -> list[str]:
+    paths = ["--fuzz-artifacts", str(tmp / "artifacts"), "--fuzz-database", str(tmp / "db")]
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        *_CAMPAIGN.split(),
+        "--fuzz-layers",
+        _LAYERS,
+        "--fuzz-dtypes",
+        _DTYPES,
+        *paths,
+        *extra,
+    ]
+
+
+def run_campaign(tmp: Path, *extra: str, fault: str | None = FAULT) -> subprocess.CompletedProcess:
+    env = {**os.environ, "FUZZ_INJECT_FAULT": fault or ""}
+    return subprocess.run(campaign_command(tmp, *extra), cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
+def run_repro(repro: Path, fault: str | None) -> subprocess.CompletedProcess:
+    inject = f"from tests.faults import install; install({fault!r}); " if fault else ""
+    code = f"import runpy; {inject}runpy.run_path({str(repro)!r}, run_name='__main__')"
+    # Run from a directory outside the project: the repro must not need this package.
+    env = {**os.environ, "PYTHONPATH": str(ROOT) if fault else ""}
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=repro.parent, env=env, capture_output=True, text=True, timeout=300
+    )
