@@ -51,9 +51,11 @@ def test_cancellation_noise_is_not_a_divergence():
     [("tanh-grad-x2", "float32"), ("tanh-grad-x1.001", "float32"), ("tanh-grad-x1.01", "bfloat16")],
 )
 def test_a_gradient_fault_inside_a_checkpoint_is_a_gradient_divergence(fault, dtype):
+    # 64 gradient elements: a 1% scale of a bfloat16 gradient is told from rounding noise
+    # statistically (fuzz/parity.py, rule 3); with a handful of elements it cannot be.
     with injected(fault):
-        inside = check_spec(_spec("tanh", dtype=dtype, features=16))
-        outside = check_spec(_spec("tanh", dtype=dtype, features=16, checkpoints=()))
+        inside = check_spec(_spec("tanh", dtype=dtype, features=32))
+        outside = check_spec(_spec("tanh", dtype=dtype, features=32, checkpoints=()))
     assert isinstance(inside.failure, GradientDivergence) and "grad of input" in str(inside.failure)
     assert inside.failure.triage == "checkpoint-specific" and inside.failure.signature in failure_id(
         inside.spec, inside.failure
