@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,13 +87,24 @@ class Campaign:
         """False once the current item's budget is spent, unless it has found a failure (its shrinking goes on)."""
         return self._item_failed or time.monotonic() < self._item_deadline
 
-    def record(self, outcome: Outcome) -> None:
-        self.stats.record(outcome, time.time() - self.started)
+    def record(self, outcome: Outcome, known: Sequence[KnownIssue] = ()) -> bool:
+        """Count ``outcome``; returns whether it reproduced a ``known`` issue its spec matches (an expected failure).
+
+        Expected failures are counted per issue, not as failures, and do not extend the budget.
+        """
+        expected = False
+        if known and outcome.valid:
+            classes = {name for issue in known for name in issue.failure_classes}
+            expected = outcome.failure is not None and outcome.failure.failure_class in classes
+            for issue in known:
+                self.stats.known_issues[issue.id][0 if expected else 1] += 1
+        self.stats.record(outcome, time.time() - self.started, expected=expected)
         if outcome.converter_ab is not None:
             self._record_converter_ab(outcome)
-        self._item_failed |= outcome.failure is not None
+        self._item_failed |= outcome.failure is not None and not expected
         if time.monotonic() - self._stats_written > _STATS_EVERY_S:  # for the progress line and a killed worker
             self.write_worker_stats()
+        return expected
 
     def _record_converter_ab(self, outcome: Outcome) -> None:
         """Append the example's A/B record to ``<artifacts>/converter_ab.jsonl`` (one short line: atomic append)."""
@@ -100,14 +112,6 @@ class Campaign:
         self.config.artifacts.mkdir(parents=True, exist_ok=True)
         with open(self.config.artifacts / _AB_RECORDS, "a") as records:
             records.write(json.dumps(record) + "\n")
-
-    def record_known_issues(self, known: list[KnownIssue], outcome: Outcome) -> bool:
-        """Count whether ``outcome`` reproduces one of the ``known`` issues its spec matches; returns whether it did."""
-        classes = {name for issue in known for name in issue.failure_classes}
-        reproduced = outcome.failure is not None and outcome.failure.failure_class in classes
-        for issue in known:
-            self.stats.known_issues[issue.id][0 if reproduced else 1] += 1
-        return reproduced
 
     def record_known_issue_check(self, issue: KnownIssue, outcome: Outcome) -> bool:
         """Count a re-test of ``issue``'s registered spec; returns whether it still reproduces."""
@@ -231,7 +235,10 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             f"the verdict or any output/gradient value in {summary['converter_disagreements']} of "
             f"{summary['converter_comparisons']} examples (per example: {_AB_RECORDS})"
         )
-    lines.append(f"failing examples by class (shrink steps included): {summary['failing_examples_by_class'] or 'none'}")
+    lines.append(
+        "failing examples by class, shrink steps included, known issues not: "
+        f"{summary['failing_examples_by_class'] or 'none'}"
+    )
     lines += [
         f"known issue {issue}: reproduced in {counts[0]}, did not reproduce in {counts[1]} examples"
         for issue, counts in summary["known_issues"].items()

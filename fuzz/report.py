@@ -143,12 +143,13 @@ class CampaignStats:
     known_issues: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
     known_issue_checks: dict[str, str] = field(default_factory=dict)  # id -> verdict of --known-issues check
 
-    def record(self, outcome: Outcome, elapsed_s: float) -> None:
-        """Count ``outcome``; ``elapsed_s`` is the campaign's age when it ended."""
+    def record(self, outcome: Outcome, elapsed_s: float, expected: bool = False) -> None:
+        """Count ``outcome``, ``elapsed_s`` into the campaign; ``expected``: it is a known issue's failure."""
         self.examples += 1
         self.seconds += outcome.seconds
         self.coverage.update(traits(outcome.spec))
-        if outcome.failure is not None and self.first_failure is None:
+        failed = outcome.failure is not None and not expected
+        if failed and self.first_failure is None:
             self.first_failure = {"after_s": round(elapsed_s, 2), "example": self.examples}
         if not outcome.valid:
             self.invalid_reasons[outcome.invalid_reason] += 1
@@ -159,7 +160,7 @@ class CampaignStats:
         elif outcome.compile_report is not None:
             self.fell_back += 1
             self.fell_back_coverage.update(traits(outcome.spec))
-        if outcome.failure is not None:
+        if failed:
             self.failing_examples[outcome.failure.signature] += 1
         if outcome.converter_ab is not None:
             self.converter_comparisons += 1

@@ -36,7 +36,7 @@ def test_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -
         event(f"skipped, known issue: {', '.join(issue.id for issue in known)}")
         reject()
     outcome = check_spec(spec, converter=campaign.config.converter, timeout_s=campaign.config.timeout_s)
-    campaign.record(outcome)
+    reproduced = campaign.record(outcome, known)
     if not outcome.valid:
         event(f"invalid: {outcome.invalid_reason}")
         reject()
@@ -45,7 +45,6 @@ def test_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -
     if outcome.converters_disagree:
         event("stock and fixed converters disagree")
     if known:
-        reproduced = campaign.record_known_issues(known, outcome)
         event(f"known issue {'reproduced' if reproduced else 'did not reproduce'}: {known[0].id}")
         if reproduced:
             return
