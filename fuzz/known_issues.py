@@ -90,6 +90,17 @@ KNOWN_ISSUES += (
             )
         ),
     ),
+    KnownIssue(
+        "narrow-then-inplace-crash",
+        "Tensor.narrow (which thunderfx sends to its fallback) followed later by an in-place activation "
+        "(nn.ReLU/SiLU(inplace=True) after a Linear) crashes thunderfx: 'RuntimeError: Attempting to reshape "
+        "a.shape=(1, 2) to shape=(1, 1)'; with or without checkpoints (thunder-general)",
+        ("thunder-crash",),
+        lambda spec: any(
+            layer.kind == "narrow_swap" and any(LAYER_KINDS[later.kind].inplace for later in spec.layers[i + 1 :])
+            for i, layer in enumerate(spec.layers)
+        ),
+    ),
 )
 
 
