@@ -22,7 +22,7 @@ from fuzz.campaign import (
 from fuzz.compat import incompatibility
 from fuzz.database import DEFAULT_LOCATION, ENVIRONMENT_VARIABLE, DatabaseError, default_location, open_database
 from fuzz.layers import LAYER_KINDS
-from fuzz.profiles import PROFILES, register_profiles
+from fuzz.profiles import PROFILES, register_profiles, seed_generation
 from fuzz.spec import DTYPES
 
 CAMPAIGN = pytest.StashKey[Campaign]()
@@ -140,6 +140,7 @@ def _campaign_seed(config: pytest.Config, profile: str) -> int:
     return 0 if profile == "ci" else random.SystemRandom().randrange(2**32)
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown when xdist is off (-p no:xdist)
 def pytest_configure_node(node) -> None:
     """xdist: every worker generates from the controller's seed."""
     node.workerinput["fuzz_seed"] = node.config.stash[CAMPAIGN].config.seed
@@ -175,9 +176,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     campaign = item.config.stash[CAMPAIGN]
     campaign.start_item()
     shard = getattr(item, "callspec", None) and item.callspec.params.get("shard")
-    if shard is not None:
-        # Each shard draws its own examples, reproducibly from the campaign's seed.
+    if shard is None:
+        return
+    if settings.default.derandomize:
+        # Derandomized runs (no database) seed every parametrization alike; give each shard its own.
         seed(campaign.config.seed + shard)(item.obj)
+    else:
+        seed_generation(campaign.config.seed + shard)
+
 
 
 @pytest.fixture(scope="session")

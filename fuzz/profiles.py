@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+
+import hypothesis.core
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import ExampleDatabase
 
@@ -36,3 +39,13 @@ def register_profiles(database: ExampleDatabase) -> None:
         parent=settings(max_examples=1, database=database, **common),
         phases=(Phase.explicit, Phase.reuse, Phase.shrink),
     )
+
+
+def seed_generation(value: int) -> None:
+    """Make Hypothesis's generation for the next test reproducible from ``value``, keeping the database.
+
+    ``@seed`` (and ``--hypothesis-seed``) would turn the example database off; an unseeded test
+    draws its randomness from this thread-local Random instead (hypothesis 6.1xx internals,
+    guarded by tests/test_profiles.py).
+    """
+    hypothesis.core.threadlocal._hypothesis_global_random = random.Random(value)

@@ -1,9 +1,10 @@
 """The profiles keep their database whatever profile is current when they are registered (CI sets one)."""
 
-from hypothesis import Phase, settings
+from hypothesis import Phase, given, settings
+from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from fuzz.profiles import register_profiles
+from fuzz.profiles import register_profiles, seed_generation
 
 
 def test_profiles_ignore_the_current_profile_and_keep_the_database(tmp_path):
@@ -23,3 +24,30 @@ def test_profiles_ignore_the_current_profile_and_keep_the_database(tmp_path):
         assert Phase.explain not in profile.phases, name
     assert settings.get_profile("ci").derandomize and settings.get_profile("ci").database is None
     assert Phase.generate not in settings.get_profile("replay").phases
+
+
+def _draws_of_a_failing_test(database) -> list[int]:
+    drawn: list[int] = []
+
+    @settings(database=database, max_examples=20)
+    @given(st.integers())
+    def fails_on_large(x):
+        drawn.append(x)
+        assert abs(x) < 10**6
+
+    try:
+        fails_on_large()
+    except AssertionError:
+        pass
+    return drawn
+
+
+def test_a_seeded_generation_repeats_and_keeps_the_database(tmp_path):
+    runs = []
+    for _ in range(2):
+        seed_generation(1234)
+        runs.append(_draws_of_a_failing_test(None)[:5])
+    assert runs[0] == runs[1]
+    seed_generation(1234)
+    _draws_of_a_failing_test(DirectoryBasedExampleDatabase(tmp_path))
+    assert list(tmp_path.rglob("*")), "the failure went to the database (@seed would have turned it off)"
