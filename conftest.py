@@ -185,7 +185,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         seed_generation(campaign.config.seed + shard)
 
 
-
 @pytest.fixture(scope="session")
 def campaign(request: pytest.FixtureRequest) -> Campaign:
     """The campaign of this process: configuration, budget, statistics, artifacts."""

@@ -13,6 +13,10 @@ import redis
 
 from tests.campaign_runs import FAULT, ROOT, campaign_command, run_campaign
 
+# A small vocabulary with tanh makes finding the fault certain within the minute; a replay must
+# draw from the same vocabulary (the database holds choice sequences, not networks).
+_VOCABULARY = ("--fuzz-layers", "tanh,relu")
+
 
 def _free_port() -> int:
     with socket.socket() as probe:
@@ -50,7 +54,8 @@ def redis_url():
 
 def test_two_concurrent_machines_share_and_replay_each_others_failures(redis_url, tmp_path):
     # Two "machines" (separate artifact and local directories, different seeds) run at once on one
-    # Redis database; one has the faulty thunder and finds the fault, the other runs clean.
+    # Redis database; one has the faulty thunder and finds the fault (a small vocabulary with tanh
+    # makes that certain within the minute), the other runs clean.
     machines = {name: tmp_path / name for name in ("faulty", "clean")}
     runs = {
         name: subprocess.Popen(
@@ -64,6 +69,7 @@ def test_two_concurrent_machines_share_and_replay_each_others_failures(redis_url
                 str(seed),
                 "--fuzz-database",
                 redis_url,
+                *_VOCABULARY,
             ),
             cwd=ROOT,
             env={**os.environ, "FUZZ_INJECT_FAULT": FAULT if name == "faulty" else ""},
@@ -78,7 +84,9 @@ def test_two_concurrent_machines_share_and_replay_each_others_failures(redis_url
     assert runs["clean"].returncode == 0, outputs["clean"][-3000:]
     # A third machine, with nothing local, replays the shared database: the failure at once.
     start = time.monotonic()
-    replay = run_campaign(tmp_path / "third", "--hypothesis-profile", "replay", "--fuzz-database", redis_url)
+    replay = run_campaign(
+        tmp_path / "third", "--hypothesis-profile", "replay", "--fuzz-database", redis_url, *_VOCABULARY
+    )
     seconds = time.monotonic() - start
     assert replay.returncode == 1 and "GradientDivergence" in replay.stdout, replay.stdout[-3000:]
     summary = json.loads((tmp_path / "third" / "artifacts" / "summary.json").read_text())
