@@ -70,9 +70,13 @@ def test_the_saved_failure_replays_from_the_database(faulty_campaign, tmp_path):
     assert clean.returncode == 0, clean.stdout[-3000:]
 
 
-def test_an_interrupted_campaign_keeps_the_failure_it_had_found(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
+def test_an_interrupted_campaign_keeps_the_failure_it_had_found(tmp_path, stop):
+    # SIGKILL stands for a crashed or killed worker: no handler runs, and still nothing found is lost.
     env = {**os.environ, "FUZZ_INJECT_FAULT": FAULT}
-    command = campaign_command(tmp_path, "--hypothesis-profile", "nightly", "--fuzz-minutes", "4")
+    command = campaign_command(
+        tmp_path, "--hypothesis-profile", "nightly", "--fuzz-minutes", "4", "--fuzz-layers", "tanh,relu"
+    )
     campaign = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 240
@@ -81,7 +85,7 @@ def test_an_interrupted_campaign_keeps_the_failure_it_had_found(tmp_path):
             time.sleep(0.2)
         # The artifact is written inside the failing call, the database entry just after it returns.
         time.sleep(3)
-        campaign.send_signal(signal.SIGINT)  # while Hypothesis is still looking for more bugs / shrinking
+        campaign.send_signal(stop)  # while Hypothesis is still looking for more bugs / shrinking
         campaign.wait(timeout=120)
     finally:
         campaign.kill()
