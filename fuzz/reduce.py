@@ -2,9 +2,10 @@
 
 Hypothesis's shrinker works on the choice sequence and can stop in a local minimum (a leading
 ``linear(1 -> 1)`` that deleting its span alone does not remove, for one). This pass works on
-the spec itself: it tries deleting each layer and each checkpoint and going back to the plain
-float input, keeping a candidate when it is valid and still fails in the same class, until
-nothing more goes.
+the spec itself: it tries deleting each layer and each checkpoint, replacing a layer that has
+parameters (an MLP with a tanh inside, say) by a simpler parameter-free kind, and going back to
+the plain float input, keeping a candidate when it is valid and still fails in the same class,
+until nothing more goes.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from fuzz.spec import NetSpec, SpecError, validate
+from fuzz.layers import LAYER_KINDS
+from fuzz.spec import LayerSpec, NetSpec, SpecError, validate
 
 
 def _without_layer(spec: NetSpec, index: int) -> NetSpec:
@@ -30,6 +32,12 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
         yield _without_layer(spec, index)
     for index in range(len(spec.checkpoints)):
         yield replace(spec, checkpoints=spec.checkpoints[:index] + spec.checkpoints[index + 1 :])
+    order = list(LAYER_KINDS)  # simplest first
+    for index, layer in enumerate(spec.layers):
+        if LAYER_KINDS[layer.kind].params:
+            for name in order[: order.index(layer.kind)]:
+                if not LAYER_KINDS[name].params:
+                    yield replace(spec, layers=[*spec.layers[:index], LayerSpec(name), *spec.layers[index + 1 :]])
     # The plain input: float features that require grad, no embedding.
     if spec.vocab is not None or not spec.input_requires_grad:
         yield replace(spec, vocab=None, input_requires_grad=True)

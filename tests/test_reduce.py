@@ -33,3 +33,20 @@ def test_goes_back_to_the_plain_input_when_the_failure_does_not_need_the_embeddi
     spec = NetSpec(features=1, layers=[LayerSpec("tanh")], checkpoints=[CheckpointSpec(0, 1)], vocab=2)
     reduced = reduce_spec(spec, _has_checkpointed_tanh)
     assert reduced.vocab is None and reduced.input_requires_grad
+
+
+def test_replaces_a_layer_with_parameters_by_the_simpler_kind_that_still_fails():
+    # Where the fault self-test's shrinking once stopped: an MLP whose activation is the faulty tanh.
+    def computes_tanh_in_a_checkpoint(spec: NetSpec) -> bool:
+        return any(
+            spec.checkpointed(i) and "tanh" in (layer.kind, layer.params.get("activation"))
+            for i, layer in enumerate(spec.layers)
+        )
+
+    spec = NetSpec(
+        features=1,
+        layers=[LayerSpec("mlp", {"activation": "tanh", "hidden": 1, "out_features": 1})],
+        checkpoints=[CheckpointSpec(0, 1)],
+    )
+    reduced = reduce_spec(spec, computes_tanh_in_a_checkpoint)
+    assert reduced == NetSpec(features=1, layers=[LayerSpec("tanh")], checkpoints=[CheckpointSpec(0, 1)])
