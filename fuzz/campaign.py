@@ -94,8 +94,7 @@ class Campaign:
         """
         expected = False
         if known and outcome.valid:
-            classes = {name for issue in known for name in issue.failure_classes}
-            expected = outcome.failure is not None and outcome.failure.failure_class in classes
+            expected = any(issue.reproduced_by(outcome.failure) for issue in known)
             for issue in known:
                 self.stats.known_issues[issue.id][0 if expected else 1] += 1
         self.stats.record(outcome, time.time() - self.started, expected=expected)
@@ -115,7 +114,7 @@ class Campaign:
 
     def record_known_issue_check(self, issue: KnownIssue, outcome: Outcome) -> bool:
         """Count a re-test of ``issue``'s registered spec; returns whether it still reproduces."""
-        reproduced = outcome.failure is not None and outcome.failure.failure_class in issue.failure_classes
+        reproduced = issue.reproduced_by(outcome.failure)
         self.stats.known_issue_checks[issue.id] = "reproduces" if reproduced else "no longer reproduces"
         return reproduced
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fuzz.layers import LAYER_KINDS
+from fuzz.oracle import ParityFailure
 from fuzz.spec import NetSpec
 
 
@@ -26,6 +27,10 @@ class KnownIssue:
     # Too slow to re-run on every matching example (thunder takes up to the time limit to fail):
     # skipped in every profile; its registered spec is what tells whether it still reproduces.
     slow: bool = False
+
+    def reproduced_by(self, failure: ParityFailure | None) -> bool:
+        """Whether ``failure`` is this issue showing (a failure of one of its classes)."""
+        return failure is not None and failure.failure_class in self.failure_classes
 
 
 KNOWN_ISSUES: tuple[KnownIssue, ...] = (

@@ -19,6 +19,6 @@ def test_known_issue_has_a_matching_spec_and_a_current_standalone_repro(issue):
 def test_known_issue_still_reproduces_on_the_installed_thunder(issue):
     # When this fails, thunder fixed the bug: remove the entry (and its folder) from the registry.
     outcome = check_spec(recorded_spec(issue.id))
-    assert outcome.failure is not None and outcome.failure.failure_class in issue.failure_classes
+    assert issue.reproduced_by(outcome.failure)
     # The triage (checkpoint-specific or thunder-general) is re-derived from thunder, not copied.
     assert outcome.failure.triage == recorded_failure(issue.id).triage
