@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import threading
@@ -109,6 +110,8 @@ def pytest_configure(config: pytest.Config) -> None:
     kinds = _choice_list(config, "fuzz_layers", LAYER_KINDS)
     dtypes = _choice_list(config, "fuzz_dtypes", DTYPES)
     workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    if _worker_id(config) is not None:
+        _share_cores(workers)
     campaign_config = CampaignConfig(
         seed=_campaign_seed(config, profile),
         device=device,
@@ -131,6 +134,18 @@ def pytest_configure(config: pytest.Config) -> None:
             config.stash[PROGRESS] = _start_progress(config, campaign, every)
 
 
+def _share_cores(workers: int) -> None:
+    """Give each of ``workers`` xdist processes its share of the cores for torch's intra-op threads.
+
+    Each process would otherwise start one OpenMP thread per core: with as many workers as cores,
+    the spinning threads of one worker steal the cores the others compile on (measured: -n 2 on
+    2 cores was no faster than -n 0).
+    """
+    import torch
+
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
 def _campaign_seed(config: pytest.Config, profile: str) -> int:
     """The seed the controller chose (xdist workers get it from there), the option's, or a fresh one."""
     if (chosen := getattr(config, "workerinput", {}).get("fuzz_seed")) is not None:
@@ -144,6 +159,15 @@ def _campaign_seed(config: pytest.Config, profile: str) -> int:
 def pytest_configure_node(node) -> None:
     """xdist: every worker generates from the controller's seed."""
     node.workerinput["fuzz_seed"] = node.config.stash[CAMPAIGN].config.seed
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched) -> None:
+    """xdist: a worker died; report the network it was running (xdist starts a new worker, the campaign goes on)."""
+    campaign = report.node.config.stash[CAMPAIGN]
+    if (directory := campaign.record_worker_crash(report.node.gateway.id)) is not None:
+        failure = (directory / "failure.txt").read_text()
+        report.longrepr = f"{report.longrepr}\nwhile running the network in {directory}: {failure}"
 
 
 def _interrupt(signum, frame):
@@ -172,11 +196,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("shard", range(shards), ids=[f"shard{i}" for i in range(shards)])
 
 
+def _shard(item: pytest.Item) -> int | None:
+    return getattr(item, "callspec", None) and item.callspec.params.get("shard")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The budget is shared by the campaign's items that were selected (one family, or both)."""
+    session.config.stash[CAMPAIGN].set_items(sum(_shard(item) is not None for item in session.items))
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     campaign = item.config.stash[CAMPAIGN]
     campaign.start_item()
-    shard = getattr(item, "callspec", None) and item.callspec.params.get("shard")
-    if shard is None:
+    if (shard := _shard(item)) is None:
         return
     if settings.default.derandomize:
         # Derandomized runs (no database) seed every parametrization alike; give each shard its own.

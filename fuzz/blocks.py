@@ -116,3 +116,68 @@ class TransformerBlock(nn.Module):
     def forward(self, x):
         x = x + self.attention(self.norm_1(x))
         return x + self.mlp(self.norm_2(x))
+
+
+class CausalSelfAttention(nn.Module):
+    """litgpt's causal self-attention: one fused qkv projection with grouped (GQA/MQA) key/value heads, rotary
+    embeddings on the first ``rope_n_elem`` dims of each head, SDPA, output projection.
+
+    Written as litgpt's ``CausalSelfAttention`` (same parameter names, layout of the fused qkv
+    weight and order of operations), except that the rotary cache is computed from the input's
+    length in ``forward`` instead of being passed in from the model's buffers.
+    """
+
+    def __init__(self, dim: int, heads: int, query_groups: int, rope_base: int = 10000) -> None:
+        super().__init__()
+        self.heads, self.query_groups, self.head_size = heads, query_groups, dim // heads
+        self.rope_n_elem = self.head_size // 2 * 2
+        self.rope_base = rope_base
+        self.attn = nn.Linear(dim, (heads + 2 * query_groups) * self.head_size, bias=False)
+        self.proj = nn.Linear(heads * self.head_size, dim, bias=False)
+
+    def rope_cache(self, seq: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        n_elem = self.rope_n_elem
+        theta = 1.0 / (self.rope_base ** (torch.arange(0, n_elem, 2, device=device).float() / n_elem))
+        idx_theta = torch.outer(torch.arange(seq, device=device).float(), theta).repeat(1, 2)
+        return torch.cos(idx_theta), torch.sin(idx_theta)
+
+    @staticmethod
+    def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        half = x.size(-1) // 2
+        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+        return (x * cos + rotated * sin).to(dtype=x.dtype)
+
+    def forward(self, x):
+        single = x.dim() == 2
+        if single:
+            x = x.unsqueeze(0)
+        b, t, _ = x.shape
+        q_per_kv = self.heads // self.query_groups
+        qkv = self.attn(x).view(b, t, self.query_groups, q_per_kv + 2, self.head_size)
+        q, k, v = qkv.permute(0, 2, 3, 1, 4).split((q_per_kv, 1, 1), dim=2)
+        if self.query_groups != self.heads:
+            k = k.expand(b, self.query_groups, q_per_kv, t, self.head_size)
+            v = v.expand(b, self.query_groups, q_per_kv, t, self.head_size)
+        q, k, v = (z.reshape(b, -1, t, self.head_size) for z in (q, k, v))
+        if self.rope_n_elem:
+            cos, sin = self.rope_cache(t, x.device)
+            n = self.rope_n_elem
+            q = torch.cat((self.apply_rope(q[..., :n], cos, sin), q[..., n:]), dim=-1)
+            k = torch.cat((self.apply_rope(k[..., :n], cos, sin), k[..., n:]), dim=-1)
+        y = F.scaled_dot_product_attention(q, k, v, scale=1.0 / self.head_size**0.5, is_causal=True)
+        y = self.proj(y.transpose(1, 2).reshape(b, t, self.heads * self.head_size))
+        return y.squeeze(0) if single else y
+
+
+class DecoderBlock(nn.Module):
+    """litgpt's LLaMA-style ``Block``: ``x + attn(norm_1(x))``, then ``x + mlp(norm_2(x))`` (gated MLP)."""
+
+    def __init__(self, dim: int, heads: int, query_groups: int, hidden: int) -> None:
+        super().__init__()
+        self.norm_1, self.norm_2 = RMSNorm(dim, eps=1e-5), RMSNorm(dim, eps=1e-5)
+        self.attn = CausalSelfAttention(dim, heads, query_groups)
+        self.mlp = SwiGLU(dim, hidden)
+
+    def forward(self, x):
+        x = self.attn(self.norm_1(x)) + x
+        return self.mlp(self.norm_2(x)) + x

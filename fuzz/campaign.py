@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hypothesis import event, reject, target
+from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 
+from fuzz.coverage import traits
 from fuzz.harness import Outcome, check_spec
 from fuzz.known_issues import KnownIssue, known_issues_for
-from fuzz.oracle import ParityFailure
+from fuzz.oracle import ParityFailure, WorkerCrash
 from fuzz.reduce import reduce_spec
 from fuzz.report import CampaignStats, repro_source, spec_digest, write_atomically, write_failure
-from fuzz.spec import NetSpec
+from fuzz.runner import hard_limit
+from fuzz.spec import DTYPES, NetSpec
+from fuzz.strategies import net_specs
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 CONVERTER_CHOICES = ("fixed", "stock", "both")
@@ -62,8 +68,9 @@ class CampaignConfig:
 class Campaign:
     """Bookkeeping of the examples one process runs, the budget for new ones, and failure artifacts.
 
-    The wall-clock budget (``minutes``) is split evenly over the test items a process runs
-    (``shards / workers`` of them), so one process or an xdist fleet ends near the budget.
+    The wall-clock budget (``minutes``) is split evenly over the campaign's test items (shards
+    of each family, see `set_items`), ``items / workers`` of which each process runs, so one
+    process or an xdist fleet ends near the budget.
     """
 
     def __init__(self, config: CampaignConfig, workers: int = 1, worker: str = "main") -> None:
@@ -72,10 +79,16 @@ class Campaign:
         self.stats = CampaignStats()
         self.started = time.time()
         self._stats_written = 0.0
-        self._item_budget_s = None if config.minutes is None else 60 * config.minutes * workers / config.shards
+        self._workers = workers
+        self.set_items(config.shards)
         self._item_deadline = float("inf")
         self._item_failed = False
         self._unshrunk: dict[str, Path] = {}
+
+    def set_items(self, items: int) -> None:
+        """The campaign has ``items`` test items (all families' shards) to share the budget."""
+        minutes = self.config.minutes
+        self._item_budget_s = None if minutes is None or not items else 60 * minutes * self._workers / items
 
     def start_item(self) -> None:
         """A new test item (shard) starts: it gets its share of the budget."""
@@ -86,6 +99,74 @@ class Campaign:
     def may_generate(self) -> bool:
         """False once the current item's budget is spent, unless it has found a failure (its shrinking goes on)."""
         return self._item_failed or time.monotonic() < self._item_deadline
+
+    def run_example(self, spec: NetSpec) -> ParityFailure | None:
+        """The harness's whole path for one drawn spec inside a Hypothesis test: run, judge, count.
+
+        Returns the failure unless it is an expected one (a known issue it reproduced); rejects
+        (`hypothesis.reject`) a spec it does not run or that turned out invalid.
+        """
+        for trait in traits(spec):
+            event(trait)
+        known = known_issues_for(spec)
+        if known and (self.config.known_issues == "exclude" or any(issue.slow for issue in known)):
+            event(f"skipped, known issue: {', '.join(issue.id for issue in known)}")
+            reject()
+        with self._in_flight(spec):
+            outcome = check_spec(spec, converter=self.config.converter, timeout_s=self.config.timeout_s)
+        reproduced = self.record(outcome, known)
+        if not outcome.valid:
+            event(f"invalid: {outcome.invalid_reason}")
+            reject()
+        event("thunder compiled every checkpointed region" if outcome.compiled else "thunder fell back")
+        target(outcome.discrepancy, label="largest relative error of thunderfx")
+        if outcome.converters_disagree:
+            event("stock and fixed converters disagree")
+        if known:
+            event(f"known issue {'reproduced' if reproduced else 'did not reproduce'}: {known[0].id}")
+        return None if reproduced else outcome.failure
+
+    def _in_flight_path(self, worker: str) -> Path:
+        return self.config.artifacts / _WORKER_STATS / f"{worker}.inflight"
+
+    @contextlib.contextmanager
+    def _in_flight(self, spec: NetSpec) -> Iterator[None]:
+        """Record ``spec`` as the one this process is running, for `record_worker_crash` should it die."""
+        path = self._in_flight_path(self.worker)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, json.dumps({"spec": spec.to_json(), "started": time.time()}))
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+
+    def record_worker_crash(self, worker: str) -> Path | None:
+        """The controller's part when xdist worker ``worker`` died: write the network it was running as a failure.
+
+        Returns the failure's directory, or None when the worker was not running an example.
+        """
+        path = self._in_flight_path(worker)
+        if not path.exists():
+            return None
+        record = json.loads(path.read_text())
+        path.unlink()
+        spec, elapsed = NetSpec.from_json(record["spec"]), time.time() - record["started"]
+        limit = self.config.timeout_s
+        how = (
+            f"past the hard time limit ({hard_limit(limit):g} s): a hang the per-example limit could not stop"
+            if limit and elapsed >= hard_limit(limit)
+            else "a crash in native code (segfault, abort) or a kill from outside"
+        )
+        failure = WorkerCrash(f"the worker process died {elapsed:.0f} s into this network: {how}")
+        directory = write_failure(self.config.artifacts, spec, failure, self.config.converter)
+        self.stats.failing_examples[failure.signature] += 1
+        self.stats.record_final_failure(failure, directory, time.time() - self.started)
+        self.write_worker_stats()
+        return directory
+
+    def specs(self) -> st.SearchStrategy[NetSpec]:
+        """The networks this campaign draws (its layer kinds and dtypes, on its device)."""
+        return net_specs(device=self.config.device, kinds=self.config.kinds, dtypes=self.config.dtypes or DTYPES)
 
     def record(self, outcome: Outcome, known: Sequence[KnownIssue] = ()) -> bool:
         """Count ``outcome``; returns whether it reproduced a ``known`` issue its spec matches (an expected failure).
@@ -212,8 +293,9 @@ class Campaign:
 
     def clear_records(self) -> None:
         """Forget the previous campaign's worker stats and A/B records (its failures and summary stay)."""
-        for path in (self.config.artifacts / _WORKER_STATS).glob("*.json"):
-            path.unlink()
+        for pattern in ("*.json", "*.inflight"):
+            for path in (self.config.artifacts / _WORKER_STATS).glob(pattern):
+                path.unlink()
         (self.config.artifacts / _AB_RECORDS).unlink(missing_ok=True)
 
 

@@ -14,7 +14,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuzz.blocks import Attention, Gram, InplaceResidual, MatMul, Residual, RMSNorm, SwiGLU, TransformerBlock
+from fuzz.blocks import (
+    Attention,
+    CausalSelfAttention,
+    DecoderBlock,
+    Gram,
+    InplaceResidual,
+    MatMul,
+    Residual,
+    RMSNorm,
+    SwiGLU,
+    TransformerBlock,
+)
 
 # Name -> constructor source, simplest first (shrinking prefers earlier entries).
 ACTIVATIONS: dict[str, str] = {
@@ -139,6 +150,16 @@ _FUNCTION_PARAMS = {
 }
 
 
+# Key/value heads of a decoder block, simplest first: one per query head (MHA), grouped (GQA: half
+# as many, or one when the head count is odd), a single one (MQA).
+KV_HEADS = ("mha", "gqa", "mqa")
+
+
+def query_groups(heads: int, kv_heads: str) -> int:
+    """litgpt's ``n_query_groups`` for ``heads`` attention heads and a `KV_HEADS` choice."""
+    return {"mha": heads, "gqa": heads // 2 if heads % 2 == 0 else 1, "mqa": 1}[kv_heads]
+
+
 def _module(name: str, source: Callable[[Mapping[str, Any], int], str], *params: Param, **options: Any) -> LayerKind:
     return LayerKind(name, source, params, has_parameters=True, **options)
 
@@ -174,5 +195,10 @@ LAYER_KINDS: dict[str, LayerKind] = {
         _module("inplace_residual", lambda p, d: f"InplaceResidual({d})", helpers=(InplaceResidual,), inplace=True),
         *(LayerKind(name, _fixed(source), _FUNCTION_PARAMS.get(name, ()), functional=True)
           for name, source in FUNCTIONS.items()),
+        # litgpt's LLaMA block (see fuzz.decoder): last, being the least simple kind.
+        _module("decoder_block", lambda p, d: f"DecoderBlock({d}, heads={p['heads']}, "
+                f"query_groups={query_groups(p['heads'], p['kv_heads'])}, hidden={p['hidden']})",
+                Param("heads", "divisor"), Param("kv_heads", "choice", KV_HEADS), _HIDDEN,
+                helpers=(RMSNorm, CausalSelfAttention, SwiGLU, DecoderBlock)),
     )
 }  # fmt: skip

@@ -211,17 +211,19 @@ def network_source(spec: NetSpec) -> str:
     wrapping = "".join(f"\n{_INDENT * 2}{line}" for line in _wrapping_lines(spec))
     if wrapping:
         wrapping = f"\n{_INDENT}if checkpointing:{wrapping}"
+    ones = spec.inputs == "ones"
     if spec.vocab is None:
-        shape, make_input = (
-            spec.input_shape,
-            "torch.randn(INPUT_SHAPE, generator=generator).to(device=DEVICE, dtype=DTYPE)",
-        )
-        make_input += f".requires_grad_({spec.input_requires_grad})"
+        shape = spec.input_shape
+        make_input = "torch.ones(INPUT_SHAPE)" if ones else "torch.randn(INPUT_SHAPE, generator=generator)"
+        make_input += f".to(device=DEVICE, dtype=DTYPE).requires_grad_({spec.input_requires_grad})"
     else:
-        shape, make_input = (
-            spec.input_shape[:-1],
-            f"torch.randint({spec.vocab}, INPUT_SHAPE, generator=generator).to(DEVICE)",
-        )
+        shape = spec.input_shape[:-1]
+        make_input = (
+            "torch.ones(INPUT_SHAPE, dtype=torch.int64)"
+            if ones
+            else f"torch.randint({spec.vocab}, INPUT_SHAPE, generator=generator)"
+        ) + ".to(DEVICE)"
+    make_cotangent = "torch.ones(OUTPUT_SHAPE)" if ones else "torch.randn(OUTPUT_SHAPE, generator=generator)"
     return f'''{_IMPORTS}{_helper_sources(spec)}{policy}
 
 class Net(nn.Module):
@@ -247,7 +249,7 @@ def make_example(checkpointing=True):
     net = (Net if checkpointing else PlainNet)().to(device=DEVICE, dtype=DTYPE){wrapping}
     generator = torch.Generator().manual_seed(SEED)
     x = {make_input}
-    cotangent = torch.randn(OUTPUT_SHAPE, generator=generator).to(device=DEVICE, dtype=DTYPE)
+    cotangent = {make_cotangent}.to(device=DEVICE, dtype=DTYPE)
     return net, x, cotangent
 '''
 

@@ -76,6 +76,15 @@ class ExampleTimeout(ParityFailure):
     failure_class = "timeout"
 
 
+class WorkerCrash(ParityFailure):
+    """The process running the example died: a crash in native code, or a hang the hard time limit ended.
+
+    Reported by the xdist controller from the spec the worker had recorded as in flight.
+    """
+
+    failure_class = "worker-crash"
+
+
 def with_triage(failure: ParityFailure, triage: Triage) -> ParityFailure:
     """``failure`` with ``triage`` chained as its cause (thunder's own exception, if any, behind it).
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import faulthandler
 import signal
 import threading
 from collections.abc import Iterator
@@ -94,9 +95,20 @@ class TimeLimit:
     expired: bool = False
 
 
+def hard_limit(seconds: float) -> float:
+    """When a block under `time_limit` (``seconds``) ends the whole process: the alarm could not stop it."""
+    return 2 * seconds + 10
+
+
 @contextlib.contextmanager
 def time_limit(seconds: float | None) -> Iterator[TimeLimit]:
-    """Raise `Deadline` in the block after ``seconds`` of wall clock (no limit when None or off the main thread)."""
+    """Raise `Deadline` in the block after ``seconds`` of wall clock (no limit when None or off the main thread).
+
+    The alarm's handler runs only between Python bytecodes; a hang inside native code (or with
+    the signal blocked) cannot see it. So after `hard_limit` seconds faulthandler's watchdog
+    thread, which needs no Python, dumps every thread's traceback and exits the process: under
+    xdist the controller reports the in-flight network as a worker crash and starts a new worker.
+    """
     limit = TimeLimit(seconds)
     if not seconds or threading.current_thread() is not threading.main_thread():
         yield limit
@@ -108,8 +120,10 @@ def time_limit(seconds: float | None) -> Iterator[TimeLimit]:
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
+    faulthandler.dump_traceback_later(hard_limit(seconds), exit=True)
     try:
         yield limit
     finally:
+        faulthandler.cancel_dump_traceback_later()
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)

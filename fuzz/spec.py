@@ -21,6 +21,10 @@ CHECKPOINT_APIS = ("checkpoint", "wrapper", "sequential")
 DETERMINISM_CHECKS = ("default", "none")
 # Where autocast (to bfloat16) is on: nowhere, around the whole forward, inside each checkpointed function.
 AUTOCAST_REGIONS = (None, "forward", "checkpoints")
+# How the input and the backward cotangent are made: drawn from the seed, or all ones (token 1
+# for an embedding input; a cotangent of ones is `out.sum().backward()`), as thunder's
+# test_checkpointing_thunderfx does.
+INPUTS = ("random", "ones")
 
 
 class SpecError(ValueError):
@@ -70,7 +74,7 @@ class NetSpec:
     With ``vocab`` set the input is instead integer tokens ``(batch, [seq])`` that an
     ``nn.Embedding(vocab, features)`` turns into features before the first layer.
     ``autocast``: one of `AUTOCAST_REGIONS` (float32 networks only); "checkpoints" needs a
-    checkpoint of api "checkpoint".
+    checkpoint of api "checkpoint". ``inputs``: one of `INPUTS`.
     """
 
     features: int
@@ -84,6 +88,7 @@ class NetSpec:
     input_requires_grad: bool = True
     vocab: int | None = None
     autocast: str | None = None
+    inputs: str = "random"
     version: int = SPEC_VERSION
 
     @property
@@ -168,6 +173,11 @@ def validate(spec: NetSpec) -> None:
     _require(isinstance(spec.seed, int) and spec.seed >= 0, f"seed must be a non-negative integer, got {spec.seed!r}")
     _require(spec.vocab is None or _is_positive_int(spec.vocab), f"vocab must be null or >= 1, got {spec.vocab!r}")
     _require(isinstance(spec.input_requires_grad, bool), "input_requires_grad must be true or false")
+    _require(spec.inputs in INPUTS, f"inputs {spec.inputs!r} is not one of {', '.join(INPUTS)}")
+    _require(
+        spec.inputs != "ones" or spec.vocab is None or spec.vocab >= 2,
+        "inputs 'ones' feeds token 1: vocab must be at least 2",
+    )
     _require(len(spec.layers) >= 1, "a spec needs at least one layer")
     width = spec.features
     for index, layer in enumerate(spec.layers):

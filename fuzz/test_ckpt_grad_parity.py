@@ -1,57 +1,60 @@
-"""The property: thunderfx (with the chosen checkpoint converter) matches eager on outputs and every gradient."""
+"""The property: thunderfx (with the chosen checkpoint converter) matches eager on outputs and every gradient.
+
+Two families of networks: the general layer stacks, and litgpt-style decoders around thunder's
+own test_checkpointing_thunderfx network (`fuzz.decoder`).
+"""
 
 from dataclasses import replace
 
 import pytest
-from hypothesis import event, given, note, reject, target
+from hypothesis import example, given, note, reject
 from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 
 from fuzz.campaign import Campaign
-from fuzz.coverage import traits
+from fuzz.decoder import checkpointing_thunderfx_spec, decoder_specs
 from fuzz.harness import check_spec
 from fuzz.known_issue_files import recorded_spec
-from fuzz.known_issues import KNOWN_ISSUES, KnownIssue, known_issues_for
-from fuzz.spec import DTYPES, NetSpec
-from fuzz.strategies import net_specs
+from fuzz.known_issues import KNOWN_ISSUES, KnownIssue
+from fuzz.spec import NetSpec
+
+SEED_NETWORK = checkpointing_thunderfx_spec("cpu")
 
 
-def _specs(campaign: Campaign) -> st.SearchStrategy[NetSpec]:
-    config = campaign.config
-    return net_specs(device=config.device, kinds=config.kinds, dtypes=config.dtypes or DTYPES)
+def _end_if_out_of_budget(campaign: Campaign) -> None:
+    if not campaign.may_generate():
+        # Out of budget: end this call before drawing anything. An overrun (unlike reject()) leaves
+        # Hypothesis's record of what was drawn consistent, and costs microseconds, not a draw.
+        current_build_context().data.mark_overrun()
+
+
+def _check(spec: NetSpec, campaign: Campaign) -> None:
+    if (failure := campaign.run_example(spec)) is not None:
+        note(f"spec.json:\n{spec.to_json()}")
+        note(f"repro.py:\n{campaign.on_failure(spec, failure)}")
+        raise failure
 
 
 @given(data=st.data())
 def test_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -> None:
     # `shard` only splits the campaign into several test items so xdist can spread it over workers.
-    if not campaign.may_generate():
-        # Out of budget: end this call before drawing anything. An overrun (unlike reject()) leaves
-        # Hypothesis's record of what was drawn consistent, and costs microseconds, not a draw.
-        current_build_context().data.mark_overrun()
-    spec = data.draw(_specs(campaign), label="spec")
-    for trait in traits(spec):
-        event(trait)
-    known = known_issues_for(spec)
-    if known and (campaign.config.known_issues == "exclude" or any(issue.slow for issue in known)):
-        event(f"skipped, known issue: {', '.join(issue.id for issue in known)}")
-        reject()
-    outcome = check_spec(spec, converter=campaign.config.converter, timeout_s=campaign.config.timeout_s)
-    reproduced = campaign.record(outcome, known)
-    if not outcome.valid:
-        event(f"invalid: {outcome.invalid_reason}")
-        reject()
-    event("thunder compiled every checkpointed region" if outcome.compiled else "thunder fell back")
-    target(outcome.discrepancy, label="largest relative error of thunderfx")
-    if outcome.converters_disagree:
-        event("stock and fixed converters disagree")
-    if known:
-        event(f"known issue {'reproduced' if reproduced else 'did not reproduce'}: {known[0].id}")
-        if reproduced:
+    _end_if_out_of_budget(campaign)
+    _check(data.draw(campaign.specs(), label="spec"), campaign)
+
+
+@example(spec=SEED_NETWORK)
+@given(spec=decoder_specs())
+def test_decoder_ckpt_grad_parity(shard: int, spec: NetSpec, campaign: Campaign) -> None:
+    if spec == SEED_NETWORK:  # the explicit example: thunder's own network, on one shard
+        if shard:
             return
-    if outcome.failure is not None:
-        note(f"spec.json:\n{spec.to_json()}")
-        note(f"repro.py:\n{campaign.on_failure(spec, outcome.failure)}")
-        raise outcome.failure
+        spec = checkpointing_thunderfx_spec(campaign.config.device)
+    else:
+        _end_if_out_of_budget(campaign)
+        if campaign.config.dtypes and spec.dtype not in campaign.config.dtypes:
+            reject()
+        spec = replace(spec, device=campaign.config.device)
+    _check(spec, campaign)
 
 
 @pytest.mark.parametrize("issue", KNOWN_ISSUES, ids=lambda issue: issue.id)

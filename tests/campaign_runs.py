@@ -8,20 +8,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FAULT = "tanh-grad-x2"
 
-_CAMPAIGN = "fuzz/test_ckpt_grad_parity.py -p tests.faults -p no:logging -p no:xdist --fuzz-device cpu --fuzz-shards 1"
+_CAMPAIGN = "fuzz/test_ckpt_grad_parity.py -p tests.faults -p no:logging --fuzz-device cpu"
 # The first vocabulary in float32/float64: the self-test then does not depend on which real thunder
 # bugs (or low-precision tolerance questions) the rest of the space exposes.
 _LAYERS = "linear,relu,tanh,sigmoid,gelu,silu,softplus,layer_norm,mlp,residual"
 _DTYPES = "float32,float64"
 
 
-def campaign_command(tmp: Path, *extra: str) -> list[str]:
+def campaign_command(tmp: Path, *extra: str, workers: int = 0) -> list[str]:
+    """The campaign in one process and one shard, or on ``workers`` xdist workers and 4 shards."""
     paths = ["--fuzz-artifacts", str(tmp / "artifacts"), "--fuzz-database", str(tmp / "db")]
+    processes = ["-p", "no:xdist", "--fuzz-shards", "1"] if not workers else ["-n", str(workers), "--fuzz-shards", "4"]
     return [
         sys.executable,
         "-m",
         "pytest",
         *_CAMPAIGN.split(),
+        *processes,
         "--fuzz-layers",
         _LAYERS,
         "--fuzz-dtypes",
@@ -31,9 +34,10 @@ def campaign_command(tmp: Path, *extra: str) -> list[str]:
     ]
 
 
-def run_campaign(tmp: Path, *extra: str, fault: str | None = FAULT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "FUZZ_INJECT_FAULT": fault or ""}
-    return subprocess.run(campaign_command(tmp, *extra), cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+def run_campaign(tmp: Path, *extra: str, fault: str | None = FAULT, workers: int = 0) -> subprocess.CompletedProcess:
+    env = {**os.environ, "FUZZ_INJECT_FAULT": fault or "", "FUZZ_FAULT_MARKER": str(tmp / "fault-marker")}
+    command = campaign_command(tmp, *extra, workers=workers)
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
 
 def run_repro(repro: Path, fault: str | None) -> subprocess.CompletedProcess:

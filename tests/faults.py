@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import torch
 from thunder.dynamo.utils import _torch_to_thunder_function_map
@@ -29,18 +32,48 @@ def _scaled_gradient(op, factor: float):
     return faulty
 
 
+def _segfault() -> None:
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def _hang() -> None:
+    # The per-example alarm can no longer interrupt it, as in a hang inside native code.
+    signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    time.sleep(3600)
+
+
+def _once(op, disaster: Callable[[], None]):
+    """``op``, except that the first call of the whole campaign (all processes) meets ``disaster``.
+
+    "First" is marked by the file $FUZZ_FAULT_MARKER, so the worker xdist starts next runs normally.
+    """
+
+    def faulty(*args, **kwargs):
+        marker = Path(os.environ["FUZZ_FAULT_MARKER"])
+        if not marker.exists():
+            marker.touch()
+            disaster()
+        return op(*args, **kwargs)
+
+    faulty.__name__ = f"faulty_{getattr(op, '__name__', 'op')}"
+    return faulty
+
+
 FAULTS = {
-    "tanh-grad-x2": (torch.tanh, 2.0),
-    "tanh-grad-x1.001": (torch.tanh, 1.001),
-    "tanh-grad-x1.01": (torch.tanh, 1.01),
+    "tanh-grad-x2": (torch.tanh, lambda op: _scaled_gradient(op, 2.0)),
+    "tanh-grad-x1.001": (torch.tanh, lambda op: _scaled_gradient(op, 1.001)),
+    "tanh-grad-x1.01": (torch.tanh, lambda op: _scaled_gradient(op, 1.01)),
+    # Process-level failures, once per campaign (needs $FUZZ_FAULT_MARKER).
+    "tanh-segfault-once": (torch.tanh, lambda op: _once(op, _segfault)),
+    "tanh-hang-once": (torch.tanh, lambda op: _once(op, _hang)),
 }
 
 
 def install(name: str) -> Callable[[], None]:
-    """Inject fault ``name``: thunder computes that op's gradient wrongly, inside checkpoints only; returns the undo."""
-    torch_op, factor = FAULTS[name]
+    """Inject fault ``name`` into thunder, inside checkpoints only; returns the undo."""
+    torch_op, make_faulty = FAULTS[name]
     original = _torch_to_thunder_function_map[torch_op]
-    _torch_to_thunder_function_map[torch_op] = _scaled_gradient(original, factor)
+    _torch_to_thunder_function_map[torch_op] = make_faulty(original)
     return lambda: _torch_to_thunder_function_map.__setitem__(torch_op, original)
 
 

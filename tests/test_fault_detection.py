@@ -94,3 +94,34 @@ def test_an_interrupted_campaign_keeps_the_failure_it_had_found(tmp_path, stop):
     assert repros, sorted(str(p) for p in tmp_path.rglob("*"))
     assert all(run_repro(repro, FAULT).returncode == 1 for repro in repros)
     assert list((tmp_path / "db").rglob("*")), "the failing example is in the database too"
+
+
+@pytest.mark.parametrize("fault", ["tanh-segfault-once", "tanh-hang-once"])
+def test_a_dead_worker_is_reported_and_the_campaign_goes_on(tmp_path, fault):
+    # The first tanh inside a checkpoint kills its xdist worker (a segfault) or hangs it where the
+    # per-example alarm cannot reach (then the hard limit, 2 x 5 + 10 s, ends the process).
+    run = run_campaign(
+        tmp_path,
+        "--hypothesis-profile",
+        "nightly",
+        "--fuzz-minutes",
+        "1",
+        "--fuzz-timeout",
+        "5",
+        "--fuzz-layers",
+        "tanh,relu,linear",
+        fault=fault,
+        workers=2,
+    )
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "crashed while running" in run.stdout and "worker-crash" in run.stdout
+    summary = json.loads((tmp_path / "artifacts" / "summary.json").read_text())
+    crashes = [f for f in summary["failures"] if f["class"] == "worker-crash"]
+    assert len(crashes) == 1, summary["failures"]
+    hung = "hard time limit" in crashes[0]["message"]
+    assert hung == (fault == "tanh-hang-once"), crashes[0]["message"]
+    spec = NetSpec.from_json((Path(crashes[0]["repro"]).parent / "spec.json").read_text())
+    assert "tanh" in [layer.kind for layer in spec.layers] and spec.checkpoints
+    # The other shards ran to their budget: 3 passed, and the campaign's examples kept counting.
+    assert "1 failed, 3 passed" in run.stdout, run.stdout[-2000:]
+    assert summary["examples"] > 20

@@ -1,5 +1,6 @@
 """One example end to end on real thunder: verdicts, failure classes, compile reports, converter A/B."""
 
+import gc
 import time
 
 import pytest
@@ -135,3 +136,25 @@ def test_a_random_network_that_partly_ran_outside_thunder_is_not_judged():
     # Dynamo never compiles checkpoint_sequential: the network runs eagerly, with eager's random stream.
     outcome = check_spec(_random_spec([(1, 3)], api="sequential"))
     assert not outcome.valid and outcome.invalid_reason == "a random layer may have run outside thunder"
+
+
+def _live_networks_and_compilers() -> list[object]:
+    from thunder.dynamo.compiler import ThunderCompiler
+
+    gc.collect()
+    return [
+        o
+        for o in gc.get_objects()
+        if isinstance(o, ThunderCompiler)
+        or (isinstance(o, torch.nn.Module) and type(o).__module__ == "fuzz_generated_net")
+    ]
+
+
+def test_nothing_of_an_example_outlives_it():
+    # What a long campaign must not accumulate: the networks it built (with their parameters and
+    # gradients) and thunder's compiled functions (which hold the traces and dynamo's graphs).
+    assert not _live_networks_and_compilers()
+    for spec in (_spec("linear", "tanh"), _spec("dropout", "linear"), _spec("tanh", checkpoints=())):
+        outcome = check_spec(spec, converter="both")
+        assert outcome.valid and outcome.failure is None
+        assert not _live_networks_and_compilers(), spec
