@@ -119,12 +119,12 @@ class TransformerBlock(nn.Module):
 
 
 class CausalSelfAttention(nn.Module):
-    """litgpt's causal self-attention: one fused qkv projection with grouped (GQA/MQA) key/value heads, rotary
-    embeddings on the first ``rope_n_elem`` dims of each head, SDPA, output projection.
+    """litgpt's causal self-attention: one fused qkv projection with grouped (GQA/MQA) key/value heads,
+    rotary embeddings on the first ``rope_n_elem`` dims of each head, SDPA, output projection.
 
-    Written as litgpt's ``CausalSelfAttention`` (same parameter names, layout of the fused qkv
-    weight and order of operations), except that the rotary cache is computed from the input's
-    length in ``forward`` instead of being passed in from the model's buffers.
+    Written as litgpt 0.5's ``CausalSelfAttention`` (same parameter names, qkv layout and order of
+    operations), except that the rotary cache is computed from the input's length in ``forward``
+    instead of being passed in from the model's buffers.
     """
 
     def __init__(self, dim: int, heads: int, query_groups: int, rope_base: int = 10000) -> None:
@@ -132,7 +132,7 @@ class CausalSelfAttention(nn.Module):
         self.heads, self.query_groups, self.head_size = heads, query_groups, dim // heads
         self.rope_n_elem = self.head_size // 2 * 2
         self.rope_base = rope_base
-        self.attn = nn.Linear(dim, (heads + 2 * query_groups) * self.head_size, bias=False)
+        self.qkv = nn.Linear(dim, (heads + 2 * query_groups) * self.head_size, bias=False)
         self.proj = nn.Linear(heads * self.head_size, dim, bias=False)
 
     def rope_cache(self, seq: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -152,20 +152,21 @@ class CausalSelfAttention(nn.Module):
         if single:
             x = x.unsqueeze(0)
         b, t, _ = x.shape
-        q_per_kv = self.heads // self.query_groups
-        qkv = self.attn(x).view(b, t, self.query_groups, q_per_kv + 2, self.head_size)
-        q, k, v = qkv.permute(0, 2, 3, 1, 4).split((q_per_kv, 1, 1), dim=2)
-        if self.query_groups != self.heads:
-            k = k.expand(b, self.query_groups, q_per_kv, t, self.head_size)
-            v = v.expand(b, self.query_groups, q_per_kv, t, self.head_size)
-        q, k, v = (z.reshape(b, -1, t, self.head_size) for z in (q, k, v))
+        hs, kv_size = self.head_size, self.query_groups * self.head_size
+        q, k, v = self.qkv(x).split((self.heads * hs, kv_size, kv_size), dim=-1)
+        q = q.view(b, t, self.heads, hs).transpose(1, 2)
+        k = k.view(b, t, self.query_groups, hs).transpose(1, 2)
+        v = v.view(b, t, self.query_groups, hs).transpose(1, 2)
         if self.rope_n_elem:
             cos, sin = self.rope_cache(t, x.device)
             n = self.rope_n_elem
             q = torch.cat((self.apply_rope(q[..., :n], cos, sin), q[..., n:]), dim=-1)
             k = torch.cat((self.apply_rope(k[..., :n], cos, sin), k[..., n:]), dim=-1)
-        y = F.scaled_dot_product_attention(q, k, v, scale=1.0 / self.head_size**0.5, is_causal=True)
-        y = self.proj(y.transpose(1, 2).reshape(b, t, self.heads * self.head_size))
+        if self.query_groups != self.heads:
+            k = k.repeat_interleave(self.heads // self.query_groups, dim=1)
+            v = v.repeat_interleave(self.heads // self.query_groups, dim=1)
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=0.0, scale=1.0 / hs**0.5, is_causal=True)
+        y = self.proj(y.transpose(1, 2).reshape(b, t, hs * self.heads))
         return y.squeeze(0) if single else y
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from thunder.dynamo.utils import _torch_to_thunder_function_map
 
 # Adding then subtracting a huge constant rounds to exactly zero in the forward (any float
@@ -63,6 +64,8 @@ FAULTS = {
     "tanh-grad-x2": (torch.tanh, lambda op: _scaled_gradient(op, 2.0)),
     "tanh-grad-x1.001": (torch.tanh, lambda op: _scaled_gradient(op, 1.001)),
     "tanh-grad-x1.01": (torch.tanh, lambda op: _scaled_gradient(op, 1.01)),
+    # Only networks with attention (the decoder family's blocks, attention, transformer_block).
+    "sdpa-grad-x2": (F.scaled_dot_product_attention, lambda op: _scaled_gradient(op, 2.0)),
     # Process-level failures, once per campaign (needs $FUZZ_FAULT_MARKER).
     "tanh-segfault-once": (torch.tanh, lambda op: _once(op, _segfault)),
     "tanh-hang-once": (torch.tanh, lambda op: _once(op, _hang)),

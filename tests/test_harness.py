@@ -154,7 +154,13 @@ def test_nothing_of_an_example_outlives_it():
     # What a long campaign must not accumulate: the networks it built (with their parameters and
     # gradients) and thunder's compiled functions (which hold the traces and dynamo's graphs).
     assert not _live_networks_and_compilers()
-    for spec in (_spec("linear", "tanh"), _spec("dropout", "linear"), _spec("tanh", checkpoints=())):
+    linear = LayerSpec("linear", {"out_features": 3, "bias": True})
+    specs = (
+        NetSpec(3, [linear, LayerSpec("tanh")], [CheckpointSpec(0, 2)], batch=2),
+        NetSpec(3, [LayerSpec("dropout", {"p": "0.5"}), linear], [CheckpointSpec(1, 2)], batch=2),
+        _spec("tanh", checkpoints=()),
+    )
+    for spec in specs:
         outcome = check_spec(spec, converter="both")
         assert outcome.valid and outcome.failure is None
         assert not _live_networks_and_compilers(), spec
