@@ -24,6 +24,7 @@ from fuzz.compat import incompatibility
 from fuzz.database import DEFAULT_LOCATION, ENVIRONMENT_VARIABLE, DatabaseError, default_location, open_database
 from fuzz.layers import LAYER_KINDS
 from fuzz.profiles import PROFILES, register_profiles, seed_generation
+from fuzz.runner import executor_names, use_executors
 from fuzz.spec import DTYPES
 
 CAMPAIGN = pytest.StashKey[Campaign]()
@@ -56,6 +57,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         default=None,
         help="generation seed (shard i uses seed + i); default 0 under ci, else a fresh one, shown in the summary",
+    )
+    group.addoption(
+        "--fuzz-executors",
+        default="auto",
+        help="thunder's executors, comma-separated; auto: cudnn and nvfuser (where installed) in front of thunder's "
+        "defaults on CUDA, thunder's defaults on CPU",
     )
     group.addoption("--fuzz-progress", type=float, default=60.0, help="seconds between progress lines (0: none)")
     group.addoption(
@@ -107,6 +114,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if profile not in PROFILES:
         raise pytest.UsageError(f"--hypothesis-profile {profile!r} is not one of {', '.join(PROFILES)}")
     settings.load_profile(profile)
+    try:
+        executors = executor_names(config.getoption("fuzz_executors"), device)
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+    use_executors(executors)
     kinds = _choice_list(config, "fuzz_layers", LAYER_KINDS)
     dtypes = _choice_list(config, "fuzz_dtypes", DTYPES)
     workers = getattr(config, "workerinput", {}).get("workercount", 1)
@@ -114,6 +126,7 @@ def pytest_configure(config: pytest.Config) -> None:
         _share_cores(workers)
     campaign_config = CampaignConfig(
         seed=_campaign_seed(config, profile),
+        executors=executors,
         device=device,
         converter=config.getoption("converter"),
         artifacts=Path(config.getoption("fuzz_artifacts")),

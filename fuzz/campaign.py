@@ -6,8 +6,9 @@ import contextlib
 import json
 import shutil
 import time
+import traceback
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from hypothesis.control import current_build_context
 from fuzz.coverage import traits
 from fuzz.harness import Outcome, check_spec
 from fuzz.known_issues import KnownIssue, known_issues_for
-from fuzz.oracle import ParityFailure, WorkerCrash
+from fuzz.oracle import ExampleTimeout, ParityFailure, WorkerCrash
 from fuzz.reduce import reduce_spec
 from fuzz.report import CampaignStats, repro_source, spec_digest, write_atomically, write_failure
 from fuzz.runner import hard_limit
@@ -33,6 +34,9 @@ KNOWN_ISSUE_MODES = ("exclude", "xfail", "check")
 _WORKER_STATS = ".workers"
 _AB_RECORDS = "converter_ab.jsonl"
 _STATS_EVERY_S = 10.0
+_REMEMBERED_OUTCOMES = 512  # per item; outcomes hold no tensors
+_SHRINKING_TIMEOUT_FLOOR_S = 30.0
+_SHRINKING_TIMEOUT_FACTOR = 4.0
 
 
 def resolve_device(requested: str) -> str:
@@ -63,6 +67,7 @@ class CampaignConfig:
     dtypes: tuple[str, ...] | None = None
     known_issues: str = "xfail"
     seed: int = 0  # generation seed of shard i is seed + i (recorded in the summary to re-run a night)
+    executors: tuple[str, ...] = ()  # thunder's default executors, by name (empty: thunder's own defaults)
 
 
 class Campaign:
@@ -83,6 +88,8 @@ class Campaign:
         self.set_items(config.shards)
         self._item_deadline = float("inf")
         self._item_failed = False
+        self._item_failures: list[Outcome] = []
+        self._outcomes: dict[str, tuple[Outcome, bool]] = {}  # spec JSON -> outcome, reproduced a known issue
         self._unshrunk: dict[str, Path] = {}
 
     def set_items(self, items: int) -> None:
@@ -93,6 +100,8 @@ class Campaign:
     def start_item(self) -> None:
         """A new test item (shard) starts: it gets its share of the budget."""
         self._item_failed = False
+        self._item_failures.clear()
+        self._outcomes.clear()
         if self._item_budget_s is not None:
             self._item_deadline = time.monotonic() + self._item_budget_s
 
@@ -112,9 +121,7 @@ class Campaign:
         if known and (self.config.known_issues == "exclude" or any(issue.slow for issue in known)):
             event(f"skipped, known issue: {', '.join(issue.id for issue in known)}")
             reject()
-        with self._in_flight(spec):
-            outcome = check_spec(spec, converter=self.config.converter, timeout_s=self.config.timeout_s)
-        reproduced = self.record(outcome, known)
+        outcome, reproduced = self._outcome(spec, known)
         if not outcome.valid:
             event(f"invalid: {outcome.invalid_reason}")
             reject()
@@ -125,6 +132,43 @@ class Campaign:
         if known:
             event(f"known issue {'reproduced' if reproduced else 'did not reproduce'}: {known[0].id}")
         return None if reproduced else outcome.failure
+
+    def _outcome(self, spec: NetSpec, known: Sequence[KnownIssue]) -> tuple[Outcome, bool]:
+        """``spec``'s outcome, counted, and whether it reproduced a known issue; from memory if the item ran it before.
+
+        Shrinking asks for the same network many times (choices that the spec does not depend
+        on, or that validation resets, differ); those repeats cost nothing. While the item
+        shrinks a failure, a network over the shrinking time limit is rejected, not reported.
+        """
+        key = spec.to_json()
+        if (seen := self._outcomes.get(key)) is not None:
+            self.stats.repeats += 1
+            return seen
+        timeout_s = self._shrinking_timeout_s()
+        with self._in_flight(spec):
+            outcome = check_spec(spec, converter=self.config.converter, timeout_s=timeout_s)
+        if timeout_s != self.config.timeout_s and isinstance(outcome.failure, ExampleTimeout):
+            outcome = replace(outcome, valid=False, invalid_reason="over the time limit while shrinking", failure=None)
+        reproduced = self.record(outcome, known)
+        if outcome.failure is not None:
+            _release_frames(outcome.failure)  # kept in memory: keep no tensors alive through its tracebacks
+            if not reproduced:
+                self._item_failures.append(outcome)
+        if len(self._outcomes) >= _REMEMBERED_OUTCOMES:
+            del self._outcomes[next(iter(self._outcomes))]
+        self._outcomes[key] = outcome, reproduced
+        return outcome, reproduced
+
+    def _shrinking_timeout_s(self) -> float | None:
+        """The per-example limit: once the item found a failure (not a timeout), a few times its slowest failure.
+
+        A shrinking step far slower than the failure being shrunk is a different behaviour (thunder's
+        slow error paths take minutes); paying the full limit on each such step would stall shrinking.
+        """
+        limit, failures = self.config.timeout_s, self._item_failures
+        if not failures or any(isinstance(o.failure, ExampleTimeout) for o in failures) or limit is None:
+            return limit
+        return min(limit, max(_SHRINKING_TIMEOUT_FLOOR_S, _SHRINKING_TIMEOUT_FACTOR * max(o.seconds for o in failures)))
 
     def _in_flight_path(self, worker: str) -> Path:
         return self.config.artifacts / _WORKER_STATS / f"{worker}.inflight"
@@ -158,7 +202,7 @@ class Campaign:
             else "a crash in native code (segfault, abort) or a kill from outside"
         )
         failure = WorkerCrash(f"the worker process died {elapsed:.0f} s into this network: {how}")
-        directory = write_failure(self.config.artifacts, spec, failure, self.config.converter)
+        directory = self._write_failure(self.config.artifacts, spec, failure)
         self.stats.failing_examples[failure.signature] += 1
         self.stats.record_final_failure(failure, directory, time.time() - self.started)
         self.write_worker_stats()
@@ -208,14 +252,17 @@ class Campaign:
         """
         if current_build_context().is_final:
             spec, failure = self._reduced(spec, failure)
-            directory = write_failure(self.config.artifacts, spec, failure, self.config.converter)
+            directory = self._write_failure(self.config.artifacts, spec, failure)
             self.stats.record_final_failure(failure, directory, time.time() - self.started)
             if unshrunk := self._unshrunk.pop(failure.signature, None):
                 shutil.rmtree(unshrunk, ignore_errors=True)
         elif failure.signature not in self._unshrunk:
-            unshrunk = write_failure(self.config.artifacts / "unshrunk", spec, failure, self.config.converter)
+            unshrunk = self._write_failure(self.config.artifacts / "unshrunk", spec, failure)
             self._unshrunk[failure.signature] = unshrunk
-        return repro_source(spec, failure, self.config.converter)
+        return repro_source(spec, failure, self.config.converter, self.config.executors)
+
+    def _write_failure(self, artifacts: Path, spec: NetSpec, failure: ParityFailure) -> Path:
+        return write_failure(artifacts, spec, failure, self.config.converter, executors=self.config.executors)
 
     def _reduced(self, spec: NetSpec, failure: ParityFailure) -> tuple[NetSpec, ParityFailure]:
         """``spec`` reduced further (see `fuzz.reduce`) with the failure it still shows in the same class."""
@@ -276,6 +323,7 @@ class Campaign:
             "device": self.config.device,
             "converter": self.config.converter,
             "seed": self.config.seed,
+            "executors": list(self.config.executors) or "thunder's defaults",
             "wall_seconds": round(wall, 1),
             **merged.to_dict(),
             "examples_per_second": round(merged.examples / wall, 3) if wall else 0.0,
@@ -299,10 +347,25 @@ class Campaign:
         (self.config.artifacts / _AB_RECORDS).unlink(missing_ok=True)
 
 
+def _release_frames(failure: BaseException) -> None:
+    """Clear the local variables of every frame in the tracebacks of ``failure`` and its causes.
+
+    Thunder's exceptions hold its interpreter's frames, and with them traces and tensors. The
+    tracebacks themselves (file and line, which Hypothesis tells bugs apart by) stay.
+    """
+    seen: set[int] = set()
+    error: BaseException | None = failure
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        traceback.clear_frames(error.__traceback__)
+        error = error.__cause__ or error.__context__
+
+
 def summary_lines(summary: dict[str, Any]) -> list[str]:
     """The campaign summary for the terminal."""
     lines = [
-        f"{summary['examples']} examples ({summary['valid']} valid) in {summary['wall_seconds']} s "
+        f"{summary['examples']} examples ({summary['valid']} valid; {summary['repeats']} repeated networks answered "
+        f"from memory) in {summary['wall_seconds']} s "
         f"= {summary['examples_per_second']} examples/s, {summary['seconds_per_example']} s/example "
         f"[profile {summary['profile']}, device {summary['device']}, converter {summary['converter']}]",
         f"thunder compiled every checkpointed region in {summary['compiled_by_thunder']}/{summary['valid']} "

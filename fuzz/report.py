@@ -7,6 +7,7 @@ import inspect
 import json
 import os
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,10 +27,13 @@ def main():
     import traceback
 
     import thunder.dynamo.utils
+    import thunder.extend
     from thunder.dynamo import thunderfx
 
     if CONVERTER == "fixed":
         thunder.dynamo.utils._checkpoint_function_converter = meta_preserving_checkpoint_function_converter
+    if EXECUTORS:  # else thunder's default executors
+        thunder.extend.set_default_executors([thunder.extend.get_executor(name) for name in EXECUTORS])
     net, x, cotangent = make_example()
     if RANDOM:
         # Eager and thunder draw different random streams: the expected result is thunderfx's
@@ -83,8 +87,11 @@ def failure_id(spec: NetSpec, failure: ParityFailure) -> str:
     return f"{failure.signature}-{digest}"
 
 
-def repro_source(spec: NetSpec, failure: ParityFailure, converter: str) -> str:
-    """A standalone script (plain torch + thunder) that exits 1 when the failure reproduces and 0 when not."""
+def repro_source(spec: NetSpec, failure: ParityFailure, converter: str, executors: Sequence[str] = ()) -> str:
+    """A standalone script (plain torch + thunder) that exits 1 when the failure reproduces and 0 when not.
+
+    ``executors``: thunder's default executors the failure was found with (empty: thunder's own defaults).
+    """
     summary = str(failure).splitlines()[0] if str(failure) else ""
     converter_source = inspect.getsource(meta_preserving_checkpoint_function_converter) if converter == "fixed" else ""
     return (
@@ -94,7 +101,7 @@ def repro_source(spec: NetSpec, failure: ParityFailure, converter: str) -> str:
         'Exits 1 when the divergence reproduces, 0 when it does not. Needs only torch and lightning-thunder.\n"""\n\n'
         "import sys\n\n"
         + network_source(spec)
-        + f"\n\nCONVERTER = {converter!r}\nRANDOM = {spec.random}\n\n\n"
+        + f"\n\nCONVERTER = {converter!r}\nEXECUTORS = {list(executors)!r}\nRANDOM = {spec.random}\n\n\n"
         + inspect.getsource(fuzz.parity)
         + ("\n\n\n" + converter_source if converter_source else "")
         + _REPRO_MAIN
@@ -109,13 +116,18 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def write_failure(
-    artifacts: Path, spec: NetSpec, failure: ParityFailure, converter: str, name: str | None = None
+    artifacts: Path,
+    spec: NetSpec,
+    failure: ParityFailure,
+    converter: str,
+    name: str | None = None,
+    executors: Sequence[str] = (),
 ) -> Path:
     """Write ``<artifacts>/<name or failure-id>/{spec.json,repro.py,failure.txt,triage.txt}``; returns the directory."""
     directory = artifacts / (name or failure_id(spec, failure))
     directory.mkdir(parents=True, exist_ok=True)
     write_atomically(directory / "spec.json", spec.to_json() + "\n")
-    write_atomically(directory / "repro.py", repro_source(spec, failure, converter))
+    write_atomically(directory / "repro.py", repro_source(spec, failure, converter, executors))
     write_atomically(directory / "failure.txt", f"{type(failure).__name__}: {failure}\n")
     write_atomically(directory / "triage.txt", f"{failure.triage}: {failure.__cause__}\n")
     return directory
@@ -130,6 +142,7 @@ class CampaignStats:
     compiled: int = 0
     fell_back: int = 0
     seconds: float = 0.0
+    repeats: int = 0  # Hypothesis calls answered from memory (a network the shard had already run)
     converter_comparisons: int = 0
     converter_disagreements: int = 0  # verdict or any value differs
     converter_verdict_changes: int = 0
@@ -188,6 +201,7 @@ class CampaignStats:
             "compiled_by_thunder": self.compiled,
             "fell_back": self.fell_back,
             "seconds": round(self.seconds, 3),
+            "repeats": self.repeats,
             "converter_comparisons": self.converter_comparisons,
             "converter_disagreements": self.converter_disagreements,
             "converter_verdict_changes": self.converter_verdict_changes,
@@ -209,6 +223,7 @@ class CampaignStats:
             compiled=data["compiled_by_thunder"],
             fell_back=data["fell_back"],
             seconds=data["seconds"],
+            repeats=data.get("repeats", 0),
             converter_comparisons=data["converter_comparisons"],
             converter_disagreements=data["converter_disagreements"],
             converter_verdict_changes=data["converter_verdict_changes"],
@@ -229,6 +244,7 @@ class CampaignStats:
             "compiled",
             "fell_back",
             "seconds",
+            "repeats",
             "converter_comparisons",
             "converter_disagreements",
             "converter_verdict_changes",

@@ -32,7 +32,7 @@ def _check(spec: NetSpec, campaign: Campaign) -> None:
     if (failure := campaign.run_example(spec)) is not None:
         note(f"spec.json:\n{spec.to_json()}")
         note(f"repro.py:\n{campaign.on_failure(spec, failure)}")
-        raise failure
+        raise failure.with_traceback(None)  # a remembered failure is raised again: don't grow its traceback
 
 
 @given(data=st.data())

@@ -60,6 +60,7 @@ def make_example(checkpointing=True):
 
 
 CONVERTER = 'fixed'
+EXECUTORS = []
 RANDOM = False
 
 
@@ -246,10 +247,13 @@ def main():
     import traceback
 
     import thunder.dynamo.utils
+    import thunder.extend
     from thunder.dynamo import thunderfx
 
     if CONVERTER == "fixed":
         thunder.dynamo.utils._checkpoint_function_converter = meta_preserving_checkpoint_function_converter
+    if EXECUTORS:  # else thunder's default executors
+        thunder.extend.set_default_executors([thunder.extend.get_executor(name) for name in EXECUTORS])
     net, x, cotangent = make_example()
     if RANDOM:
         # Eager and thunder draw different random streams: the expected result is thunderfx's
