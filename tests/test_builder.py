@@ -107,3 +107,15 @@ def test_plain_net_is_the_same_network_without_its_checkpoints(autocast):
     assert eager[1].keys() == eager_plain[1].keys()
     for name, grad in eager[1].items():
         assert torch.allclose(grad, eager_plain[1][name], rtol=1e-6, atol=1e-7), name
+
+
+@pytest.mark.parametrize("vocab", [None, 5])
+def test_ones_inputs_are_what_thunders_test_feeds(vocab):
+    spec = NetSpec(
+        features=3, layers=[LayerSpec("linear", {"out_features": 2, "bias": True})], seq=4, vocab=vocab, inputs="ones"
+    )
+    example = build_example(spec)
+    assert torch.equal(example.input, torch.ones_like(example.input)) and torch.equal(
+        example.cotangent, torch.ones(1, 4, 2)
+    )
+    assert example.input.dtype == (torch.int64 if vocab else torch.float32)

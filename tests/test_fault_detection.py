@@ -44,10 +44,10 @@ def test_the_failure_shrinks_to_that_one_layer_in_one_checkpoint(faulty_campaign
     detect_s, shrunk_s = summary["first_failure"]["after_s"], failure["shrunk_after_s"]
     print(
         f"detected after {detect_s} s (example {summary['first_failure']['example']}); "
-        f"shrunk after {shrunk_s} s ({shrunk_s - detect_s:.1f} s of shrinking, "
-        f"{failure['after_examples']} calls in all)"
+        f"shrunk after {shrunk_s} s ({shrunk_s - detect_s:.1f} s of shrinking; "
+        f"{failure['after_examples']} networks run in all, {summary['repeats']} repeats answered from memory)"
     )
-    assert shrunk_s < 240
+    assert shrunk_s - detect_s < 180
 
 
 def test_the_repro_exits_1_with_the_fault_and_0_without(faulty_campaign):

@@ -89,6 +89,8 @@ def _spec_json(**changes) -> str:
             ),
             "preserve_rng_state=False with a random layer inside",
         ),
+        (_spec_json(inputs="zeros"), "inputs 'zeros' is not one of random, ones"),
+        (_spec_json(inputs="ones", vocab=1), "inputs 'ones' feeds token 1: vocab must be at least 2"),
     ],
 )
 def test_malformed_specs_get_a_one_line_error_naming_the_field(text, message):
