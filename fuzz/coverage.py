@@ -16,6 +16,9 @@ def traits(spec: NetSpec) -> list[str]:
         f"checkpointed layer {kind}"
         for kind in sorted({layer.kind for i, layer in enumerate(spec.layers) if spec.checkpointed(i)})
     ]
+    labels += sorted(
+        {f"decoder_block kv_heads {layer.params['kv_heads']}" for layer in spec.layers if layer.kind == "decoder_block"}
+    )
     for ckpt in spec.checkpoints:
         labels.append(f"checkpoint api {ckpt.api}")
         labels += [f"checkpoint {flag}" for flag in _CHECKPOINT_FLAGS if getattr(ckpt, flag)]
@@ -23,8 +26,8 @@ def traits(spec: NetSpec) -> list[str]:
             labels.append("checkpoint preserve_rng_state=False")
         if ckpt.determinism_check != "default":
             labels.append(f"checkpoint determinism_check={ckpt.determinism_check}")
-        if ckpt.api == "wrapper" and spec.layers[ckpt.start].kind == "transformer_block":
-            labels.append("whole transformer block wrapped")
+        if ckpt.api == "wrapper" and spec.layers[ckpt.start].kind in ("transformer_block", "decoder_block"):
+            labels.append(f"whole {spec.layers[ckpt.start].kind} wrapped")
     if spec.autocast:
         labels.append(f"autocast {spec.autocast}")
     for label, present in (
@@ -34,6 +37,7 @@ def traits(spec: NetSpec) -> list[str]:
         ("frozen layer", any(layer.frozen for layer in spec.layers)),
         ("random layer", spec.random),
         ("in-place layer", any(LAYER_KINDS[layer.kind].inplace for layer in spec.layers)),
+        ("all-ones input and cotangent", spec.inputs == "ones"),
     ):
         if present:
             labels.append(label)
