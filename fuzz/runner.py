@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import ctypes
 import faulthandler
 import linecache
 import signal
@@ -19,10 +18,6 @@ from fuzz.model_builder import Example
 from fuzz.parity import float64_reference, forward_backward, fresh_input
 
 _CHECKPOINT_OP = torch.ops.higher_order.tag_activation_checkpoint
-try:
-    _MALLOC_TRIM = ctypes.CDLL("libc.so.6").malloc_trim
-except (OSError, AttributeError):  # not glibc
-    _MALLOC_TRIM = None
 # linecache entries of the source thunder generates for traces and torch.fx for graph modules.
 _GENERATED_SOURCES = ("thunder.", "<eval_with_key>")
 
@@ -148,8 +143,6 @@ def forget_compilations() -> None:
     torch.fx.graph_module._loader.eval_cache.clear()
     for name in [name for name in linecache.cache if name.startswith(_GENERATED_SOURCES)]:
         del linecache.cache[name]
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)  # hand what the example freed back to the OS (glibc keeps it, fragmented, otherwise)
 
 
 class Deadline(BaseException):

@@ -77,15 +77,17 @@ def test_thunders_checkpointing_network_on_cpu():
     thunder, report, failure = _run_thunder(example, "fixed", 300)
     thunder_s = time.perf_counter() - start
     assert failure is None
-    worst = 0.0
+    worst, worst_share = 0.0, 0.0  # largest |difference|, and largest share of assert_close's allowance
     for name, expected in eager[1].items():
         if expected is not None:
             torch.testing.assert_close(thunder[1][name], expected, atol=1e-3, rtol=1e-3)
-            worst = max(worst, (thunder[1][name] - expected).abs().max().item())
+            difference = (thunder[1][name] - expected).abs()
+            worst = max(worst, difference.max().item())
+            worst_share = max(worst_share, (difference / (1e-3 + 1e-3 * expected.abs())).max().item())
     print(
         f"seed network on CPU: verdict pass, thunder compiled {report.thunder_checkpoints}/2 blocks, "
-        f"max |grad thunder - grad eager| = {worst:.3g} (tolerance 1e-3), thunderfx compile+fwd+bwd {thunder_s:.1f} s, "
-        f"whole check {check_s:.1f} s"
+        f"max |grad thunder - grad eager| = {worst:.3g}, at most {worst_share:.1%} of assert_close's "
+        f"atol=rtol=1e-3 allowance; thunderfx compile+fwd+bwd {thunder_s:.1f} s, whole check {check_s:.1f} s"
     )
 
 
@@ -97,7 +99,8 @@ def test_every_drawn_decoder_is_valid_and_runs_eagerly(spec: NetSpec):
     example = build_example(spec)
     output, grads = run_eager(example)
     assert output.shape[-1] == spec.vocab and torch.isfinite(output).all()
-    assert all(grads[name] is not None for name, p in example.net.named_parameters() if p.requires_grad)
+    names = [name.replace("_checkpoint_wrapped_module.", "") for name, p in example.net.named_parameters()]
+    assert all(grads[name] is not None for name in names)
 
 
 def test_a_fault_in_attention_shrinks_to_one_small_block(tmp_path):
