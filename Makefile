@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 MINUTES ?= 5
 JOBS ?= 2
 
-.PHONY: setup campaign test lint
+.PHONY: setup campaign test lint benchmark
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml constraints.txt
@@ -31,3 +31,6 @@ test: setup
 
 lint: setup
 	$(PY) -m ruff check . && $(PY) -m ruff format --check .
+
+benchmark: setup
+	$(PY) -m tools.benchmark
