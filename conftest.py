@@ -24,7 +24,7 @@ from fuzz.compat import incompatibility
 from fuzz.database import DEFAULT_LOCATION, ENVIRONMENT_VARIABLE, DatabaseError, default_location, open_database
 from fuzz.layers import LAYER_KINDS
 from fuzz.profiles import PROFILES, register_profiles, seed_generation
-from fuzz.runner import executor_names, use_executors
+from fuzz.runner import executor_names, interrupt, use_executors
 from fuzz.spec import DTYPES
 
 CAMPAIGN = pytest.StashKey[Campaign]()
@@ -140,7 +140,10 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     campaign = Campaign(campaign_config, workers=workers, worker=_worker_id(config) or "main")
     config.stash[CAMPAIGN] = campaign
-    signal.signal(signal.SIGTERM, _interrupt)
+    # SIGTERM (a job scheduler's stop) ends the run like Ctrl-C: Hypothesis keeps what it saved
+    # and pytest still writes the summary, even when the signal lands inside thunder.
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop, interrupt)
     if _worker_id(config) is None:
         campaign.clear_records()
         if (every := config.getoption("fuzz_progress")) > 0:
@@ -181,12 +184,6 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched) -> 
     if (directory := campaign.record_worker_crash(report.node.gateway.id)) is not None:
         failure = (directory / "failure.txt").read_text()
         report.longrepr = f"{report.longrepr}\nwhile running the network in {directory}: {failure}"
-
-
-def _interrupt(signum, frame):
-    # SIGTERM (a job scheduler's stop) ends the run like Ctrl-C: Hypothesis keeps what it saved
-    # and pytest still writes the summary.
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _start_progress(config: pytest.Config, campaign: Campaign, every: float) -> threading.Event:

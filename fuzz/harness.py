@@ -26,6 +26,7 @@ from fuzz.runner import (
     CompileReport,
     Deadline,
     TimeLimit,
+    interrupted,
     run_eager,
     run_reference,
     run_thunderfx,
@@ -99,6 +100,8 @@ def _run_thunder(
     except Deadline as deadline:
         return None, None, ExampleTimeout(str(deadline))
     except Exception as error:
+        if interrupted():  # the run is being stopped; thunder's interpreter wrapped the KeyboardInterrupt
+            raise KeyboardInterrupt("interrupted while thunder ran") from error
         if limit.expired:  # thunder's interpreter re-raised our Deadline as an error of its own
             return None, None, ExampleTimeout(f"exceeded the per-example time limit of {timeout_s:g} s")
         crash = ThunderCrash(f"thunderfx raised {type(error).__name__}: {error}")

@@ -145,6 +145,20 @@ def forget_compilations() -> None:
         del linecache.cache[name]
 
 
+_interrupted = threading.Event()
+
+
+def interrupt(signum, frame) -> None:
+    """Signal handler (SIGINT, SIGTERM): end the run like Ctrl-C, and remember it (see `interrupted`)."""
+    _interrupted.set()
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def interrupted() -> bool:
+    """Whether `interrupt` ran: thunder's interpreter may have wrapped its KeyboardInterrupt in an error of its own."""
+    return _interrupted.is_set()
+
+
 class Deadline(BaseException):
     """Raised by `time_limit` when time is up.
 
