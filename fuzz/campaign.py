@@ -87,8 +87,7 @@ class Campaign:
         self._workers = workers
         self.set_items(config.shards)
         self._item_deadline = float("inf")
-        self._item_failed = False
-        self._item_failures: list[Outcome] = []
+        self._item_failures: list[Outcome] = []  # this item's unexpected failures
         self._outcomes: dict[str, tuple[Outcome, bool]] = {}  # spec JSON -> outcome, reproduced a known issue
         self._unshrunk: dict[str, Path] = {}
 
@@ -99,7 +98,6 @@ class Campaign:
 
     def start_item(self) -> None:
         """A new test item (shard) starts: it gets its share of the budget."""
-        self._item_failed = False
         self._item_failures.clear()
         self._outcomes.clear()
         if self._item_budget_s is not None:
@@ -107,7 +105,7 @@ class Campaign:
 
     def may_generate(self) -> bool:
         """False once the current item's budget is spent, unless it has found a failure (its shrinking goes on)."""
-        return self._item_failed or time.monotonic() < self._item_deadline
+        return bool(self._item_failures) or time.monotonic() < self._item_deadline
 
     def run_example(self, spec: NetSpec) -> ParityFailure | None:
         """The harness's whole path for one drawn spec inside a Hypothesis test: run, judge, count.
@@ -225,7 +223,6 @@ class Campaign:
         self.stats.record(outcome, time.time() - self.started, expected=expected)
         if outcome.converter_ab is not None:
             self._record_converter_ab(outcome)
-        self._item_failed |= outcome.failure is not None and not expected
         if time.monotonic() - self._stats_written > _STATS_EVERY_S:  # for the progress line and a killed worker
             self.write_worker_stats()
         return expected
