@@ -180,11 +180,31 @@ def hard_limit(seconds: float) -> float:
     return 2 * seconds + 10
 
 
+# Code that the alarm must not interrupt: an exception there leaves process-wide state half-built
+# and every later example in the process fails for it. Measured: a limit that expired inside
+# inductor's compile of thunderfx's fallback left its pattern matcher half-registered, or its C++
+# code cache holding a build thread's `KeyError: 'compile_file'` (our next `torch._dynamo.reset()`
+# cleared the timing dict the thread was writing to); each later run of that network then
+# "crashed". Imports are process-wide too. The hard limit still ends a hang in there.
+_SHARED_INITIALISATION = ("torch._inductor", "importlib._bootstrap")
+_RETRY_S = 0.1
+
+
+def _inside_shared_initialisation(frame) -> bool:
+    """Whether the interrupted stack runs inductor's compiler or an import."""
+    while frame is not None:
+        if frame.f_globals.get("__name__", "").startswith(_SHARED_INITIALISATION):
+            return True
+        frame = frame.f_back
+    return False
+
+
 @contextlib.contextmanager
 def time_limit(seconds: float | None) -> Iterator[TimeLimit]:
     """Raise `Deadline` in the block after ``seconds`` of wall clock (no limit when None or off the main thread).
 
-    The alarm's handler runs only between Python bytecodes; a hang inside native code (or with
+    The alarm waits while inductor compiles or a module is imported (see `_SHARED_INITIALISATION`).
+    Its handler runs only between Python bytecodes; a hang inside native code (or with
     the signal blocked) cannot see it. So after `hard_limit` seconds faulthandler's watchdog
     thread, which needs no Python, dumps every thread's traceback and exits the process: under
     xdist the controller reports the in-flight network as a worker crash and starts a new worker.
@@ -195,6 +215,9 @@ def time_limit(seconds: float | None) -> Iterator[TimeLimit]:
         return
 
     def expire(signum, frame):
+        if _inside_shared_initialisation(frame):
+            signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
+            return
         limit.expired = True
         raise Deadline(f"exceeded the per-example time limit of {seconds:g} s")
 
