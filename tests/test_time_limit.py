@@ -38,7 +38,8 @@ def test_the_limit_waits_for_inductor_to_finish_compiling():
 
 
 def test_the_limit_waits_for_an_import_to_finish(tmp_path, monkeypatch):
-    (tmp_path / "slow_to_import.py").write_text("import time\nend = time.monotonic() + 0.6\nwhile time.monotonic() < end:\n    pass\n")
+    source = "import time\nend = time.monotonic() + 0.6\nwhile time.monotonic() < end:\n    pass\n"
+    (tmp_path / "slow_to_import.py").write_text(source)
     monkeypatch.syspath_prepend(tmp_path)
     with pytest.raises(Deadline), time_limit(0.2):
         import slow_to_import  # noqa: F401
