@@ -144,8 +144,12 @@ class Campaign:
             return seen
         timeout_s = self._shrinking_timeout_s()
         with self._in_flight(spec):
-            outcome = check_spec(spec, converter=self.config.converter, timeout_s=timeout_s)
-        if timeout_s != self.config.timeout_s and isinstance(outcome.failure, ExampleTimeout):
+            # While shrinking, a time-out only rejects the step: no second run to confirm it.
+            shrinking = timeout_s != self.config.timeout_s
+            outcome = check_spec(
+                spec, converter=self.config.converter, timeout_s=timeout_s, rerun_timeouts=not shrinking
+            )
+        if shrinking and isinstance(outcome.failure, ExampleTimeout):
             outcome = replace(outcome, valid=False, invalid_reason="over the time limit while shrinking", failure=None)
         reproduced = self.record(outcome, known)
         if outcome.failure is not None:
@@ -375,6 +379,11 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             f"converter A/B: the fixed converter changed the verdict in {summary['converter_verdict_changes']} and "
             f"the verdict or any output/gradient value in {summary['converter_disagreements']} of "
             f"{summary['converter_comparisons']} examples (per example: {_AB_RECORDS})"
+        )
+    if summary["timeout_reruns"]:
+        lines.append(
+            f"{summary['timeout_reruns']} thunderfx runs went over the time limit and were run once more "
+            "(only a second time-out counts)"
         )
     lines.append(
         "failing examples by class, shrink steps included, known issues not: "

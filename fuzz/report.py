@@ -143,6 +143,7 @@ class CampaignStats:
     fell_back: int = 0
     seconds: float = 0.0
     repeats: int = 0  # Hypothesis calls answered from memory (a network the shard had already run)
+    timeout_reruns: int = 0  # thunderfx runs over the time limit, run once more before counting as a time-out
     converter_comparisons: int = 0
     converter_disagreements: int = 0  # verdict or any value differs
     converter_verdict_changes: int = 0
@@ -160,6 +161,7 @@ class CampaignStats:
         """Count ``outcome``, ``elapsed_s`` into the campaign; ``expected``: it is a known issue's failure."""
         self.examples += 1
         self.seconds += outcome.seconds
+        self.timeout_reruns += outcome.timeout_reruns
         self.coverage.update(traits(outcome.spec))
         failed = outcome.failure is not None and not expected
         if failed and self.first_failure is None:
@@ -202,6 +204,7 @@ class CampaignStats:
             "fell_back": self.fell_back,
             "seconds": round(self.seconds, 3),
             "repeats": self.repeats,
+            "timeout_reruns": self.timeout_reruns,
             "converter_comparisons": self.converter_comparisons,
             "converter_disagreements": self.converter_disagreements,
             "converter_verdict_changes": self.converter_verdict_changes,
@@ -224,6 +227,7 @@ class CampaignStats:
             fell_back=data["fell_back"],
             seconds=data["seconds"],
             repeats=data.get("repeats", 0),
+            timeout_reruns=data.get("timeout_reruns", 0),
             converter_comparisons=data["converter_comparisons"],
             converter_disagreements=data["converter_disagreements"],
             converter_verdict_changes=data["converter_verdict_changes"],
@@ -245,6 +249,7 @@ class CampaignStats:
             "fell_back",
             "seconds",
             "repeats",
+            "timeout_reruns",
             "converter_comparisons",
             "converter_disagreements",
             "converter_verdict_changes",

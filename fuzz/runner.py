@@ -8,6 +8,7 @@ import faulthandler
 import linecache
 import signal
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -203,19 +204,25 @@ def _inside_shared_initialisation(frame) -> bool:
 def time_limit(seconds: float | None) -> Iterator[TimeLimit]:
     """Raise `Deadline` in the block after ``seconds`` of wall clock (no limit when None or off the main thread).
 
-    The alarm waits while inductor compiles or a module is imported (see `_SHARED_INITIALISATION`).
-    Its handler runs only between Python bytecodes; a hang inside native code (or with
-    the signal blocked) cannot see it. So after `hard_limit` seconds faulthandler's watchdog
-    thread, which needs no Python, dumps every thread's traceback and exits the process: under
-    xdist the controller reports the in-flight network as a worker crash and starts a new worker.
+    The alarm waits while inductor compiles or a module is imported (see `_SHARED_INITIALISATION`),
+    for at most another `hard_limit`. Its handler runs only between Python bytecodes; a hang
+    inside native code (or with the signal blocked) cannot see it. So after `hard_limit` seconds
+    without the handler running, faulthandler's watchdog thread, which needs no Python, dumps every
+    thread's traceback and exits the process: under xdist the controller reports the in-flight
+    network as a worker crash and starts a new worker.
     """
     limit = TimeLimit(seconds)
     if not seconds or threading.current_thread() is not threading.main_thread():
         yield limit
         return
 
+    waiting_since: list[float] = []
+
     def expire(signum, frame):
-        if _inside_shared_initialisation(frame):
+        waiting_since[:1] = waiting_since[:1] or [time.monotonic()]
+        if _inside_shared_initialisation(frame) and time.monotonic() - waiting_since[0] < hard_limit(seconds):
+            # Python is running, so no hang the watchdog is for: restart its count.
+            faulthandler.dump_traceback_later(hard_limit(seconds), exit=True)
             signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
             return
         limit.expired = True

@@ -1,11 +1,13 @@
 """The per-example time limit stops the example, never process-wide initialisation half-way."""
 
+import subprocess
 import sys
 import time
 
 import pytest
 
 from fuzz.runner import Deadline, time_limit
+from tests.campaign_runs import ROOT
 
 
 def _busy(seconds: float) -> str:
@@ -47,3 +49,25 @@ def test_the_limit_waits_for_an_import_to_finish(tmp_path, monkeypatch):
         _busy(5)
     assert "slow_to_import" in sys.modules
     monkeypatch.delitem(sys.modules, "slow_to_import")
+
+
+def test_a_long_inductor_compile_outlives_the_hard_limit_but_not_twice():
+    # In a child, as the watchdog of the hard limit (2 x 2 + 10 = 14 s) exits the process.
+    script = (
+        "import time\n"
+        "from fuzz.runner import Deadline, time_limit\n"
+        "from tests.test_time_limit import _as_if_in_module, _busy\n"
+        "for busy_s in (15, 60):\n"
+        "    start = time.monotonic()\n"
+        "    try:\n"
+        "        with time_limit(2):\n"
+        "            _as_if_in_module('torch._inductor.codecache')(busy_s)\n"
+        "            _busy(5)\n"
+        "    except Deadline:\n"
+        "        print(time.monotonic() - start)\n"
+    )
+    child = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr[-2000:]
+    finished, interrupted = map(float, child.stdout.split())
+    assert 15 <= finished < 15.5  # waited for, past the hard limit: the watchdog restarts while the alarm waits
+    assert 16 <= interrupted < 17  # a wait is at most another hard limit (2 + 14 s)
