@@ -216,11 +216,12 @@ def time_limit(seconds: float | None) -> Iterator[TimeLimit]:
         yield limit
         return
 
-    waiting_since: list[float] = []
+    expired_at: float | None = None
 
     def expire(signum, frame):
-        waiting_since[:1] = waiting_since[:1] or [time.monotonic()]
-        if _inside_shared_initialisation(frame) and time.monotonic() - waiting_since[0] < hard_limit(seconds):
+        nonlocal expired_at
+        expired_at = expired_at or time.monotonic()
+        if _inside_shared_initialisation(frame) and time.monotonic() - expired_at < hard_limit(seconds):
             # Python is running, so no hang the watchdog is for: restart its count.
             faulthandler.dump_traceback_later(hard_limit(seconds), exit=True)
             signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
