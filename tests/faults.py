@@ -33,6 +33,13 @@ def _scaled_gradient(op, factor: float):
     return faulty
 
 
+def busy(seconds: float) -> None:
+    """Run Python for ``seconds``: a hung compile that the per-example alarm can interrupt."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+
+
 def _segfault() -> None:
     os.kill(os.getpid(), signal.SIGSEGV)
 

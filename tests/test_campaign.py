@@ -9,7 +9,7 @@ import fuzz.campaign
 from fuzz.campaign import Campaign, CampaignConfig
 from fuzz.oracle import GradientDivergence
 from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
-from tests.faults import injected
+from tests.faults import busy, injected
 
 
 def _tanh(features: int = 3) -> NetSpec:
@@ -39,9 +39,7 @@ def test_while_shrinking_a_step_far_slower_than_the_failure_is_rejected_not_repo
     assert limit == max(2.0, 4 * failing.seconds) < 60
 
     def hangs(a):
-        end = time.monotonic() + 60
-        while time.monotonic() < end:
-            pass
+        busy(60)
         return a
 
     monkeypatch.setitem(_torch_to_thunder_function_map, torch.tanh, hangs)

@@ -14,7 +14,7 @@ from fuzz.harness import ConverterComparison, check_spec
 from fuzz.oracle import ExampleTimeout, GradientDivergence, ThunderCrash
 from fuzz.report import failure_id
 from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
-from tests.faults import injected
+from tests.faults import busy, injected
 
 
 def _spec(*kinds, checkpoints=((0, 1),), dtype="float32", features=3) -> NetSpec:
@@ -85,9 +85,7 @@ def test_a_region_thunder_rejects_is_reported_as_a_fallback_not_a_pass(monkeypat
 
 def test_a_hung_compile_is_a_timeout(monkeypatch):
     def hangs(a):
-        end = time.monotonic() + 60
-        while time.monotonic() < end:
-            pass
+        busy(60)
         return a
 
     monkeypatch.setitem(_torch_to_thunder_function_map, torch.tanh, hangs)
@@ -105,9 +103,7 @@ def test_a_compile_slow_only_the_first_time_is_not_a_timeout(monkeypatch, rerun_
     def slow_once(a):
         if not calls:
             calls.append(a)
-            end = time.monotonic() + 60
-            while time.monotonic() < end:
-                pass
+            busy(60)
         return thunder.torch.tanh(a)
 
     monkeypatch.setitem(_torch_to_thunder_function_map, torch.tanh, slow_once)
