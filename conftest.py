@@ -10,13 +10,17 @@ from pathlib import Path
 
 import pytest
 from hypothesis import seed, settings
+from hypothesis.errors import FailedHealthCheck, Unsatisfiable
 
 from fuzz.campaign import (
     CONVERTER_CHOICES,
     DEVICE_CHOICES,
+    FINDING,
+    HARNESS_ERROR,
     KNOWN_ISSUE_MODES,
     Campaign,
     CampaignConfig,
+    item_properties,
     resolve_device,
     summary_lines,
 )
@@ -29,6 +33,7 @@ from fuzz.spec import DTYPES
 
 CAMPAIGN = pytest.StashKey[Campaign]()
 PROGRESS = pytest.StashKey[threading.Event]()
+OUT_OF_BUDGET = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -145,6 +150,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for stop in (signal.SIGINT, signal.SIGTERM):
         signal.signal(stop, interrupt)
     if _worker_id(config) is None:
+        config.pluginmanager.register(_ItemRecorder(campaign), "fuzz-item-recorder")
         campaign.clear_records()
         if (every := config.getoption("fuzz_progress")) > 0:
             config.stash[PROGRESS] = _start_progress(config, campaign, every)
@@ -184,6 +190,12 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched) -> 
     if (directory := campaign.record_worker_crash(report.node.gateway.id)) is not None:
         failure = (directory / "failure.txt").read_text()
         report.longrepr = f"{report.longrepr}\nwhile running the network in {directory}: {failure}"
+    kind = FINDING if directory is not None else HARNESS_ERROR
+    report.user_properties += [
+        ("fuzz_campaign_item", True),
+        ("fuzz_failure_kind", kind),
+        ("fuzz_failure_message", f"the worker process died outside an example: {report.longrepr}"),
+    ]
 
 
 def _start_progress(config: pytest.Config, campaign: Campaign, every: float) -> threading.Event:
@@ -227,6 +239,47 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         seed_generation(campaign.config.seed + shard)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A shard whose budget ran out before Hypothesis saw a valid example ends cleanly.
+
+    Out of budget, every call ends at once (`mark_overrun`); Hypothesis then complains that the
+    smallest input is too large (a health check) or that nothing satisfied the test: neither is
+    a failure of the campaign, whatever point Hypothesis was at when the budget ran out.
+    """
+    try:
+        return (yield)
+    except (FailedHealthCheck, Unsatisfiable):
+        if _shard(item) is None or item.config.stash[CAMPAIGN].may_generate():
+            raise
+        item.stash[OUT_OF_BUDGET] = True
+        return None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
+    """Tell the controller how a campaign item ended: a finding, a harness error, out of budget (`ItemResults`)."""
+    report = yield
+    if "campaign" in getattr(item, "fixturenames", ()) and (report.when == "call" or report.failed):
+        error = call.excinfo.value if report.failed and call.excinfo is not None else None
+        report.user_properties += [
+            ("fuzz_campaign_item", True),
+            *item_properties(error, item.stash.get(OUT_OF_BUDGET, False)),
+        ]
+    return report
+
+
+class _ItemRecorder:
+    """The controller's (or the only process's) record of how each item ended, for the summary's result line."""
+
+    def __init__(self, campaign: Campaign) -> None:
+        self.campaign = campaign
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        properties = dict(report.user_properties)
+        self.campaign.items.record(report.nodeid, report.when, report.failed, properties)
+
+
 @pytest.fixture(scope="session")
 def campaign(request: pytest.FixtureRequest) -> Campaign:
     """The campaign of this process: configuration, budget, statistics, artifacts."""
@@ -241,11 +294,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         campaign.write_worker_stats()
 
 
-def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     campaign = config.stash.get(CAMPAIGN, None)
     if campaign is None or _worker_id(config) is not None:
         return
-    summary = campaign.summary()
+    summary = campaign.summary(int(exitstatus))
     if summary is not None:
         terminalreporter.section("fuzz campaign summary")
         for line in summary_lines(summary):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import sys
 import time
 import traceback
 from collections.abc import Iterator, Sequence
@@ -18,13 +19,16 @@ from hypothesis.control import current_build_context
 
 from fuzz.coverage import traits
 from fuzz.harness import Outcome, check_spec
-from fuzz.known_issues import KnownIssue, known_issues_for
+from fuzz.known_issues import KnownIssue, KnownIssueFixed, known_issues_for
 from fuzz.oracle import ExampleTimeout, ParityFailure, WorkerCrash
 from fuzz.reduce import reduce_spec
 from fuzz.report import CampaignStats, repro_source, spec_digest, write_atomically, write_failure
 from fuzz.runner import hard_limit
 from fuzz.spec import DTYPES, NetSpec
 from fuzz.strategies import net_specs
+
+if sys.version_info < (3, 11):  # Hypothesis's own dependency there
+    from exceptiongroup import BaseExceptionGroup
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 CONVERTER_CHOICES = ("fixed", "stock", "both")
@@ -90,6 +94,7 @@ class Campaign:
         self._item_failures: list[Outcome] = []  # this item's unexpected failures
         self._outcomes: dict[str, tuple[Outcome, bool]] = {}  # spec JSON -> outcome, reproduced a known issue
         self._unshrunk: dict[str, Path] = {}
+        self.items = ItemResults()  # the controller's record of how each test item ended
 
     def set_items(self, items: int) -> None:
         """The campaign has ``items`` test items (all families' shards) to share the budget."""
@@ -309,15 +314,17 @@ class Campaign:
             f"failing examples {failures}{f' {dict(merged.failing_examples)}' if failures else ''}"
         )
 
-    def summary(self) -> dict[str, Any] | None:
-        """Merge every worker's stats into the campaign summary and write ``<artifacts>/summary.json``.
+    def summary(self, exit_status: int = 0) -> dict[str, Any] | None:
+        """Merge every worker's stats and the items' ends into the summary; write ``<artifacts>/summary.json``.
 
-        None, and nothing written, when no process ran an example (a run of the self-tests alone
-        must not overwrite the last campaign's summary).
+        ``exit_status``: pytest's; the summary's ``result`` always agrees with it (see `ItemResults.result`).
+        None, and nothing written, when no campaign item ran (a run of the self-tests alone must
+        not overwrite the last campaign's summary).
         """
         merged = self.merged_stats()
-        if merged is None:
+        if merged is None and not self.items.campaign_items:
             return None
+        merged = merged or CampaignStats()
         wall = time.time() - self.started
         summary = {
             "profile": self.config.profile,
@@ -336,6 +343,8 @@ class Campaign:
         for failure in merged.failures:
             distinct.setdefault(failure["id"], {**failure, "found_by_shards": 0})["found_by_shards"] += 1
         summary["failures"] = list(distinct.values())
+        summary.update(self.items.to_dict())
+        summary["result"] = self.items.result(exit_status, summary)
         self.config.artifacts.mkdir(parents=True, exist_ok=True)
         (self.config.artifacts / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary
@@ -346,6 +355,83 @@ class Campaign:
             for path in (self.config.artifacts / _WORKER_STATS).glob(pattern):
                 path.unlink()
         (self.config.artifacts / _AB_RECORDS).unlink(missing_ok=True)
+
+
+FINDING, HARNESS_ERROR = "finding", "harness-error"
+
+
+class ItemResults:
+    """How the campaign's test items ended, as the controller saw their reports.
+
+    A failed item is a *finding* (a parity failure, a dead worker running a network, a known
+    issue thunder fixed) or a *harness error*: anything else (a Hypothesis health check, an
+    internal error of ours), which is never reported as thunder's.
+    """
+
+    def __init__(self) -> None:
+        self.campaign_items = 0
+        self.out_of_budget_before_first_example = 0
+        self.harness_errors: list[dict[str, str]] = []
+        self.other_failed: list[str] = []  # failed items that are not the campaign's (self-tests)
+
+    def record(self, nodeid: str, when: str, failed: bool, properties: dict[str, Any]) -> None:
+        """Count one report of item ``nodeid`` (phase ``when``; its `item_properties` in ``properties``)."""
+        if not properties.get("fuzz_campaign_item"):
+            if failed and nodeid not in self.other_failed:
+                self.other_failed.append(nodeid)
+            return
+        self.campaign_items += when == "call"
+        self.out_of_budget_before_first_example += bool(properties.get("fuzz_out_of_budget"))
+        if failed and properties.get("fuzz_failure_kind", HARNESS_ERROR) == HARNESS_ERROR:
+            message = properties.get("fuzz_failure_message") or "the item failed outside an example"
+            self.harness_errors.append({"item": nodeid, "error": message})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "items_out_of_budget_before_first_example": self.out_of_budget_before_first_example,
+            "harness_errors": self.harness_errors,
+            "other_failed_tests": self.other_failed,
+        }
+
+    def result(self, exit_status: int, summary: dict[str, Any]) -> str:
+        """One line that agrees with pytest's ``exit_status`` and names what made the run fail."""
+        fixed = [issue for issue, verdict in summary["known_issue_checks"].items() if verdict != "reproduces"]
+        reasons = [
+            f"{len(items)} {what}"
+            for items, what in (
+                (summary["failures"], "failure(s)"),
+                (self.harness_errors, "harness error(s)"),
+                (fixed, "known issue(s) no longer reproducing"),
+                (self.other_failed, "other failed test(s)"),
+            )
+            if items
+        ]
+        if exit_status == 0:
+            return "passed: nothing failed"
+        if exit_status == 2:
+            return "interrupted: the run was stopped; what it found so far is listed" + (
+                f" ({', '.join(reasons)})" if reasons else ""
+            )
+        if exit_status == 1:
+            return "failed: " + (", ".join(reasons) or "a test failed outside the campaign's bookkeeping")
+        return f"pytest error (exit status {exit_status}): the run did not complete"
+
+
+def item_properties(error: BaseException | None, out_of_budget: bool) -> list[tuple[str, Any]]:
+    """What a worker tells the controller about how a campaign item ended (pytest's ``user_properties``)."""
+    properties: list[tuple[str, Any]] = [("fuzz_out_of_budget", out_of_budget)] if out_of_budget else []
+    if error is not None:
+        kind = FINDING if _is_finding(error) else HARNESS_ERROR
+        message = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+        properties += [("fuzz_failure_kind", kind), ("fuzz_failure_message", message[:500])]
+    return properties
+
+
+def _is_finding(error: BaseException) -> bool:
+    """A failure of thunder's (or a known issue it fixed), as opposed to one of the harness."""
+    if isinstance(error, BaseExceptionGroup):  # Hypothesis reports several distinct bugs as a group
+        return all(_is_finding(e) for e in error.exceptions)
+    return isinstance(error, ParityFailure | KnownIssueFixed)
 
 
 def _release_frames(failure: BaseException) -> None:
@@ -394,6 +480,11 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         for issue, counts in summary["known_issues"].items()
     ]
     lines += [f"known issue {issue} re-tested: {verdict}" for issue, verdict in summary["known_issue_checks"].items()]
+    if summary["items_out_of_budget_before_first_example"]:
+        lines.append(
+            f"{summary['items_out_of_budget_before_first_example']} test item(s) ran out of budget before their first "
+            "generated example (raise --fuzz-minutes to run them)"
+        )
     if first := summary["first_failure"]:
         lines.append(f"first failure after {first['after_s']} s (example {first['example']})")
     lines += [
@@ -402,4 +493,6 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"    repro: {f['repro']}"
         for f in summary["failures"]
     ]
+    lines += [f"HARNESS ERROR (ours, not thunder's) in {e['item']}: {e['error']}" for e in summary["harness_errors"]]
+    lines.append(f"result: {summary['result']}")
     return lines

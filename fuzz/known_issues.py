@@ -16,6 +16,10 @@ from fuzz.oracle import ParityFailure
 from fuzz.spec import NetSpec
 
 
+class KnownIssueFixed(AssertionError):
+    """A registered known issue no longer reproduces on the installed thunder (a finding, not a harness error)."""
+
+
 @dataclass(frozen=True)
 class KnownIssue:
     """A failure thunder 0.2.6 is known to show on every spec ``applies`` accepts."""

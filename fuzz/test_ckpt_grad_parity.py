@@ -15,7 +15,7 @@ from fuzz.campaign import Campaign
 from fuzz.decoder import checkpointing_thunderfx_spec, decoder_specs
 from fuzz.harness import check_spec
 from fuzz.known_issue_files import recorded_spec
-from fuzz.known_issues import KNOWN_ISSUES, KnownIssue
+from fuzz.known_issues import KNOWN_ISSUES, KnownIssue, KnownIssueFixed
 from fuzz.spec import NetSpec
 
 SEED_NETWORK = checkpointing_thunderfx_spec("cpu")
@@ -64,7 +64,8 @@ def test_known_issue_still_reproduces(issue: KnownIssue, campaign: Campaign) -> 
         pytest.skip("re-tests the known-issue registry with --known-issues check")
     spec = replace(recorded_spec(issue.id), device=campaign.config.device)
     outcome = check_spec(spec, converter=campaign.config.converter, timeout_s=campaign.config.timeout_s)
-    assert campaign.record_known_issue_check(issue, outcome), (
-        f"known issue {issue.id} no longer reproduces ({outcome.failure or 'thunderfx matches'}): "
-        "remove its entry from fuzz/known_issues.py and known_issues/"
-    )
+    if not campaign.record_known_issue_check(issue, outcome):
+        raise KnownIssueFixed(
+            f"known issue {issue.id} no longer reproduces ({outcome.failure or 'thunderfx matches'}): "
+            "remove its entry from fuzz/known_issues.py and known_issues/"
+        )

@@ -97,6 +97,14 @@ def injected(name: str) -> Iterator[None]:
         undo()
 
 
+def _broken_harness(spec):
+    raise KeyError("a bug injected into the harness (tests/faults.py)")
+
+
 def pytest_configure(config) -> None:
     if name := os.environ.get("FUZZ_INJECT_FAULT"):
         install(name)
+    if os.environ.get("FUZZ_INJECT_HARNESS_ERROR"):  # a bug of ours, not thunder's: on every example
+        import fuzz.campaign
+
+        fuzz.campaign.known_issues_for = _broken_harness

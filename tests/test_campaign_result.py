@@ -1,0 +1,35 @@
+"""A campaign's exit status always agrees with its summary, whatever ends it."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from tests.campaign_runs import ROOT, campaign_command
+
+
+def _run(tmp: Path, *extra: str, workers: int = 0, **env: str) -> tuple[subprocess.CompletedProcess, dict]:
+    command = campaign_command(tmp, *extra, workers=workers)
+    run = subprocess.run(command, cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
+    return run, json.loads((tmp / "artifacts" / "summary.json").read_text())
+
+
+def test_a_budget_spent_before_the_first_example_ends_every_shard_cleanly(tmp_path):
+    # The shards' share of 1e-9 minutes is gone before Hypothesis draws its first example: it
+    # used to fail each shard with a health check while the summary said nothing failed.
+    run, summary = _run(tmp_path, "--hypothesis-profile", "nightly", "--fuzz-minutes", "1e-9", workers=2)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert summary["result"] == "passed: nothing failed" and summary["harness_errors"] == []
+    assert summary["items_out_of_budget_before_first_example"] == 4
+    assert "result: passed: nothing failed" in run.stdout
+    assert "DEBUG" not in run.stdout + run.stderr
+
+
+def test_an_error_of_the_harness_fails_the_run_and_is_named_in_the_summary_not_blamed_on_thunder(tmp_path):
+    run, summary = _run(tmp_path, "--hypothesis-profile", "dev", FUZZ_INJECT_HARNESS_ERROR="1")
+    assert run.returncode == 1, run.stdout[-3000:]
+    assert summary["failures"] == [] and summary["failing_examples_by_class"] == {}
+    [error] = summary["harness_errors"]
+    assert error["error"].startswith("KeyError: 'a bug injected into the harness")
+    assert summary["result"] == "failed: 1 harness error(s)"
+    assert "HARNESS ERROR (ours, not thunder's)" in run.stdout and "result: failed: 1 harness error(s)" in run.stdout
