@@ -27,6 +27,7 @@ from fuzz.campaign import (
 from fuzz.compat import incompatibility
 from fuzz.database import DEFAULT_LOCATION, ENVIRONMENT_VARIABLE, DatabaseError, default_location, open_database
 from fuzz.layers import LAYER_KINDS
+from fuzz.op_catalog import catalog
 from fuzz.profiles import PROFILES, register_profiles, seed_generation
 from fuzz.runner import executor_names, interrupt, use_executors
 from fuzz.spec import DTYPES
@@ -57,6 +58,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--fuzz-layers", default=None, help="comma-separated layer kinds to draw from (default: all)")
     group.addoption("--fuzz-dtypes", default=None, help="comma-separated dtypes to draw from (default: all)")
+    group.addoption(
+        "--fuzz-ops",
+        default=None,
+        help="comma-separated ops of the op family to draw and sweep (names: python -m fuzz.op_catalog; default: all)",
+    )
     group.addoption(
         "--fuzz-seed",
         type=int,
@@ -126,6 +132,7 @@ def pytest_configure(config: pytest.Config) -> None:
     use_executors(executors)
     kinds = _choice_list(config, "fuzz_layers", LAYER_KINDS)
     dtypes = _choice_list(config, "fuzz_dtypes", DTYPES)
+    ops = _choice_list(config, "fuzz_ops", catalog().ops) if config.getoption("fuzz_ops") else None
     workers = getattr(config, "workerinput", {}).get("workercount", 1)
     if _worker_id(config) is not None:
         _share_cores(workers)
@@ -141,6 +148,7 @@ def pytest_configure(config: pytest.Config) -> None:
         profile=profile,
         kinds=kinds,
         dtypes=dtypes,
+        ops=ops,
         known_issues=config.getoption("known_issues") or ("exclude" if profile == "ci" else "xfail"),
     )
     campaign = Campaign(campaign_config, workers=workers, worker=_worker_id(config) or "main")
@@ -230,7 +238,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     campaign = item.config.stash[CAMPAIGN]
     campaign.start_item()
-    if (shard := _shard(item)) is None:
+    if (shard := _shard(item)) is None or not hasattr(item.obj, "hypothesis"):  # the op sweep: no Hypothesis
         return
     if settings.default.derandomize:
         # Derandomized runs (no database) seed every parametrization alike; give each shard its own.

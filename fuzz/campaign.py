@@ -26,6 +26,7 @@ from fuzz.report import CampaignStats, repro_source, spec_digest, write_atomical
 from fuzz.runner import hard_limit
 from fuzz.spec import DTYPES, NetSpec
 from fuzz.strategies import net_specs
+from fuzz.sweep import CI_SWEEP_CASES, fallback_report, op_family_lines, op_family_summary, sweep_specs
 
 if sys.version_info < (3, 11):  # Hypothesis's own dependency there
     from exceptiongroup import BaseExceptionGroup
@@ -69,6 +70,7 @@ class CampaignConfig:
     profile: str = "dev"
     kinds: tuple[str, ...] | None = None
     dtypes: tuple[str, ...] | None = None
+    ops: tuple[str, ...] | None = None  # the op family's ops (default: every drawable one)
     known_issues: str = "xfail"
     seed: int = 0  # generation seed of shard i is seed + i (recorded in the summary to re-run a night)
     executors: tuple[str, ...] = ()  # thunder's default executors, by name (empty: thunder's own defaults)
@@ -123,6 +125,7 @@ class Campaign:
         known = known_issues_for(spec)
         if known and (self.config.known_issues == "exclude" or any(issue.slow for issue in known)):
             event(f"skipped, known issue: {', '.join(issue.id for issue in known)}")
+            self.stats.discarded += 1
             reject()
         outcome, reproduced = self._outcome(spec, known)
         if not outcome.valid:
@@ -216,8 +219,42 @@ class Campaign:
         return directory
 
     def specs(self) -> st.SearchStrategy[NetSpec]:
-        """The networks this campaign draws (its layer kinds and dtypes, on its device)."""
-        return net_specs(device=self.config.device, kinds=self.config.kinds, dtypes=self.config.dtypes or DTYPES)
+        """The networks this campaign draws (its layer kinds, ops and dtypes, on its device)."""
+        return net_specs(
+            device=self.config.device,
+            kinds=self.config.kinds,
+            dtypes=self.config.dtypes or DTYPES,
+            ops=self.config.ops,
+            slow_known_issues=self.config.known_issues == "check",
+        )
+
+    def sweep_cases(self, shard: int) -> list[NetSpec]:
+        """Shard ``shard``'s part of the op sweep (`fuzz.sweep`): a small slice under ``ci``, nothing under replay."""
+        if self.config.profile == "replay" or (self.config.kinds and "op" not in self.config.kinds):
+            return []
+        cases = sweep_specs(self.config.device, self.config.dtypes or DTYPES, self.config.ops)
+        if self.config.profile == "ci":
+            cases = cases[:: max(1, len(cases) // CI_SWEEP_CASES)][:CI_SWEEP_CASES]
+        return cases[shard :: self.config.shards]
+
+    def run_sweep_case(self, spec: NetSpec) -> ParityFailure | None:
+        """Run one sweep case under the full time limit, count it, and write its failure at once (no shrinking:
+        a sweep case is one op in one checkpoint already). Returns the failure, or None when it passed, was
+        not run (out of budget, or a known issue excluded) or reproduced a known issue."""
+        if time.monotonic() >= self._item_deadline:
+            return None
+        known = known_issues_for(spec)
+        if known and (self.config.known_issues == "exclude" or any(issue.slow for issue in known)):
+            self.stats.discarded += 1
+            return None
+        with self._in_flight(spec):
+            outcome = check_spec(spec, converter=self.config.converter, timeout_s=self.config.timeout_s)
+        if self.record(outcome, known) or outcome.failure is None:  # passed, or a known issue reproduced
+            return None
+        _release_frames(outcome.failure)
+        directory = self._write_failure(self.config.artifacts, spec, outcome.failure)
+        self.stats.record_final_failure(outcome.failure, directory, time.time() - self.started)
+        return outcome.failure
 
     def record(self, outcome: Outcome, known: Sequence[KnownIssue] = ()) -> bool:
         """Count ``outcome``; returns whether it reproduced a ``known`` issue its spec matches (an expected failure).
@@ -343,6 +380,15 @@ class Campaign:
         for failure in merged.failures:
             distinct.setdefault(failure["id"], {**failure, "found_by_shards": 0})["found_by_shards"] += 1
         summary["failures"] = list(distinct.values())
+        self.config.artifacts.mkdir(parents=True, exist_ok=True)
+        if self.config.kinds is None or "op" in self.config.kinds:
+            summary["op_family"] = op_family_summary(merged, self.config.ops)
+            write_atomically(self.config.artifacts / "op_fallbacks.txt", fallback_report(summary["op_family"]))
+        summary["discarded_share"] = (
+            round(merged.discarded / (merged.discarded + merged.examples), 4)
+            if (merged.discarded + merged.examples)
+            else 0.0
+        )
         summary.update(self.items.to_dict())
         summary["result"] = self.items.result(exit_status, summary)
         self.config.artifacts.mkdir(parents=True, exist_ok=True)
@@ -480,6 +526,13 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         for issue, counts in summary["known_issues"].items()
     ]
     lines += [f"known issue {issue} re-tested: {verdict}" for issue, verdict in summary["known_issue_checks"].items()]
+    if summary["discarded"]:
+        lines.append(
+            f"{summary['discarded']} drawn networks not run (a known issue they match is excluded or slow): "
+            f"share {summary['discarded_share']:.1%}"
+        )
+    if "op_family" in summary:
+        lines += op_family_lines(summary["op_family"])
     if summary["items_out_of_budget_before_first_example"]:
         lines.append(
             f"{summary['items_out_of_budget_before_first_example']} test item(s) ran out of budget before their first "

@@ -8,6 +8,7 @@ Each entry's shrunk spec and repro.py live in ``known_issues/<id>/``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -111,6 +112,100 @@ KNOWN_ISSUES += (
         ),
     ),
 )
+
+
+def _op_call(spec: NetSpec, ops: tuple[str, ...], where: Callable[[dict], bool] = lambda params: True) -> bool:
+    """Whether ``spec`` has an op layer (fuzz.ops) of one of ``ops`` whose params satisfy ``where``."""
+    return any(layer.params.get("op") in ops and where(layer.params) for layer in spec.layers if "op" in layer.params)
+
+
+def _float_tensor_args(params: dict) -> list[dict]:
+    return [a for a in [*params["args"], *params["kwargs"].values()] if isinstance(a, dict) and "tensor" in a]
+
+
+# Found by the op sweep (thunder's OpInfo samples through thunderfx inside one checkpoint).
+KNOWN_ISSUES += (
+    KnownIssue(
+        "binary-op-zero-dim-tensor-crash",
+        "a binary op (add, sub, mul, true_divide, atan2, maximum, minimum) of a (4, 4) tensor and a 0-dim tensor "
+        "that requires grad crashes thunderfx in every call form: 'RuntimeError: shape [1] is invalid for input of "
+        "size 16'; with or without checkpoints (thunder-general)",
+        ("thunder-crash",),
+        lambda spec: _op_call(
+            spec,
+            ("add", "sub", "mul", "true_divide", "div", "atan2", "maximum", "minimum"),
+            lambda p: any(a["tensor"] == [] for a in _float_tensor_args(p)[1:]),
+        ),
+    ),
+    KnownIssue(
+        "zero-gradient-output-loses-requires-grad",
+        "the output of an op whose derivative is zero (ceil, floor, round, trunc, sign) or that is empty "
+        "(repeat with a 0) does not require grad under thunderfx, where eager's does, so backward raises "
+        "'element 0 of tensors does not require grad' (thunder-general)",
+        ("thunder-crash",),
+        lambda spec: (
+            _op_call(spec, ("ceil", "floor", "round", "trunc", "sign"))
+            or _op_call(spec, ("repeat",), lambda p: 0 in _ints(p["args"][1:]))
+        ),
+    ),
+    KnownIssue(
+        "expand-to-zero-size-crash",
+        "Tensor.expand of a (1, 1) tensor to size (0, 0) crashes thunderfx: a bare AssertionError (thunder-general)",
+        ("thunder-crash",),
+        lambda spec: _op_call(spec, ("expand",), lambda p: 0 in _ints(p["args"][1:])),
+    ),
+    KnownIssue(
+        "negative-pad-crash",
+        "F.pad with negative padding (cropping) crashes thunderfx with a bare AssertionError (thunder-general)",
+        ("thunder-crash",),
+        lambda spec: _op_call(spec, ("torch_pad",), lambda p: any(i < 0 for i in _ints(p["args"][1:2]))),
+    ),
+    KnownIssue(
+        "index-add-inductor-lowering-crash",
+        "index_add (function, method, in-place) is sent to thunderfx's inductor fallback, whose lowering of "
+        "aten.index_put_ fails: 'InductorError: LoweringException: AssertionError' (thunder-general)",
+        ("thunder-crash",),
+        lambda spec: _op_call(spec, ("index_add",)),
+    ),
+    KnownIssue(
+        "nll-loss-unbatched-dtype-crash",
+        "F.nll_loss of an unbatched (1-D) float32 input and a 0-dim target crashes thunderfx: 'RuntimeError: "
+        "expected scalar type Float but found Double' (thunder-general)",
+        ("thunder-crash",),
+        lambda spec: _op_call(spec, ("nll_loss",), lambda p: len(_float_tensor_args(p)[0]["tensor"]) == 1),
+    ),
+    KnownIssue(
+        "sdpa-fully-masked-row-nan",
+        "F.scaled_dot_product_attention with a boolean attn_mask that masks a whole row: thunderfx's output and "
+        "gradients hold NaN where eager's are finite (thunder-general)",
+        ("forward-divergence", "gradient-divergence"),
+        lambda spec: _op_call(
+            spec,
+            ("scaled_dot_product_attention",),
+            lambda p: '"dtype": "bool"' in json.dumps(p["kwargs"]) or '"dtype": "bool"' in json.dumps(p["args"]),
+        ),
+    ),
+    KnownIssue(
+        "hardsigmoid-float64-grad-imprecise",
+        "in float64, thunderfx's hardsigmoid gradient is off by ~2e-8 (float32 precision: a float32 1/6), where "
+        "eager is exact (thunder-general)",
+        ("gradient-divergence",),
+        lambda spec: spec.dtype == "float64" and _op_call(spec, ("hardsigmoid",)),
+    ),
+)
+
+
+def _ints(literal: object) -> list[int]:
+    """Every integer in a literal argument list (fuzz.ops encoding)."""
+    if isinstance(literal, bool):
+        return []
+    if isinstance(literal, int):
+        return [literal]
+    if isinstance(literal, list):
+        return [i for item in literal for i in _ints(item)]
+    if isinstance(literal, dict) and "tensor" not in literal:
+        return [i for item in literal.values() for i in _ints(item)]
+    return []
 
 
 def known_issues_for(spec: NetSpec) -> list[KnownIssue]:

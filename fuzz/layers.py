@@ -10,10 +10,12 @@ of kinds is a valid network. Adding a layer kind is adding one entry here.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fuzz import ops
 from fuzz.blocks import (
     Attention,
     CausalSelfAttention,
@@ -73,6 +75,9 @@ FUNCTIONS: dict[str, str] = {
 }
 
 
+_DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -83,7 +88,9 @@ class Param:
 
     ``domain``, each shrinking toward its simplest value:
     ``"dim"`` a width 1..max_dim; ``"divisor"`` a divisor of the incoming width;
-    ``"offset"`` 0..width-1; ``"flag"`` a bool (False); ``"choice"`` one of ``choices`` (the first).
+    ``"offset"`` 0..width-1; ``"flag"`` a bool (False); ``"choice"`` one of ``choices`` (the first);
+    ``"name"`` a dotted Python name; ``"literal"`` an encoded argument list or keyword mapping
+    (`fuzz.ops.render`). The op family's names and literals are drawn from `fuzz.op_catalog`.
     """
 
     name: str
@@ -99,6 +106,10 @@ class Param:
             return _is_int(value) and 0 <= value < width
         if self.domain == "flag":
             return isinstance(value, bool)
+        if self.domain == "name":
+            return isinstance(value, str) and bool(_DOTTED_NAME.fullmatch(value))
+        if self.domain == "literal":
+            return isinstance(value, list | dict)
         return value in self.choices
 
 
@@ -107,8 +118,9 @@ class LayerKind:
     """A kind of layer: parameters, output width, source, and what it needs of the harness.
 
     ``source(params, width)`` is a module constructor, or for a ``functional`` kind an
-    expression of ``x``. ``has_parameters``: the module can have parameters (so it can be
-    frozen); ``parameters_flag`` names the flag param that turns them on, if one does.
+    expression of ``x``. ``apply(params, module)``: the expression applying a module layer held
+    in attribute ``module`` to ``x`` (default: ``module(x)``). ``has_parameters``: the module can
+    have parameters (so it can be frozen); ``parameters_flag`` names the flag param that turns them on, if one does.
     ``inplace``: mutates a saved tensor in place (eager rejects that under selective checkpointing).
     ``helpers``: classes of `fuzz.blocks` the source uses. ``random``: draws random numbers in
     training mode (eager and thunder draw different streams; the oracle compares such networks
@@ -119,8 +131,9 @@ class LayerKind:
     source: Callable[[Mapping[str, Any], int], str]
     params: tuple[Param, ...] = ()
     out_features: Callable[[Mapping[str, Any], int], int] = field(default=lambda params, width: width)
-    helpers: tuple[type, ...] = ()
+    helpers: tuple[Callable, ...] = ()
     functional: bool = False
+    apply: Callable[[Mapping[str, Any], str], str] | None = None
     has_parameters: bool = False
     parameters_flag: str | None = None
     inplace: bool = False
@@ -149,6 +162,15 @@ _FUNCTION_PARAMS = {
     "narrow_swap": (Param("offset", "offset"),),
 }
 
+
+# An op layer: the op's OpInfo name, its call form, the torch callable, the call's literal arguments.
+_OP_PARAMS = (
+    Param("op", "name"),
+    Param("form", "choice", ops.FUNCTION_FORMS),
+    Param("target", "name"),
+    Param("args", "literal"),
+    Param("kwargs", "literal"),
+)
 
 # Key/value heads of a decoder block, simplest first: one per query head (MHA), grouped (GQA: half
 # as many, or one when the head count is odd), a single one (MQA).
@@ -195,6 +217,10 @@ LAYER_KINDS: dict[str, LayerKind] = {
         _module("inplace_residual", lambda p, d: f"InplaceResidual({d})", helpers=(InplaceResidual,), inplace=True),
         *(LayerKind(name, _fixed(source), _FUNCTION_PARAMS.get(name, ()), functional=True)
           for name, source in FUNCTIONS.items()),
+        # One call of a torch op from thunder's OpInfo database (fuzz.ops, fuzz.op_catalog).
+        LayerKind("op", lambda p, d: ops.call_source(p), _OP_PARAMS, functional=True, helpers=ops.HELPERS),
+        LayerKind("op_module", lambda p, d: ops.module_source(p), _OP_PARAMS[:1] + _OP_PARAMS[2:],
+                  helpers=ops.HELPERS, apply=lambda p, module: ops.call_source({**p, "form": "module"}, module)),
         # litgpt's LLaMA block (see fuzz.decoder): last, being the least simple kind.
         _module("decoder_block", lambda p, d: f"DecoderBlock({d}, heads={p['heads']}, "
                 f"query_groups={query_groups(p['heads'], p['kv_heads'])}, hidden={p['hidden']})",

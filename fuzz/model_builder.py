@@ -67,16 +67,15 @@ def _applied(spec: NetSpec, index: int) -> str:
     """Layer ``index`` applied to ``x``."""
     layer = spec.layers[index]
     kind = LAYER_KINDS[layer.kind]
-    return kind.source(layer.params, spec.widths()[index]) if kind.functional else f"self.layer{index}(x)"
+    if kind.functional:
+        return kind.source(layer.params, spec.widths()[index])
+    return kind.apply(layer.params, f"self.layer{index}") if kind.apply else f"self.layer{index}(x)"
 
 
 def _callable(spec: NetSpec, index: int) -> str:
     """Layer ``index`` as a callable (for checkpoint_sequential's list)."""
-    return (
-        f"lambda x: {_applied(spec, index)}"
-        if LAYER_KINDS[spec.layers[index].kind].functional
-        else f"self.layer{index}"
-    )
+    kind = LAYER_KINDS[spec.layers[index].kind]
+    return f"lambda x: {_applied(spec, index)}" if kind.functional or kind.apply else f"self.layer{index}"
 
 
 def _checkpoint_kwargs(ckpt: CheckpointSpec) -> list[str]:

@@ -66,6 +66,11 @@ if __name__ == "__main__":
 """
 
 
+def op_key(params: dict[str, Any]) -> str:
+    """An op layer's coverage cell: its op and call form."""
+    return f"{params['op']} {params.get('form', 'module')}"
+
+
 def spec_digest(spec: NetSpec) -> str:
     """A short hash of the whole spec."""
     return hashlib.sha1(spec.to_json().encode()).hexdigest()[:12]
@@ -74,12 +79,16 @@ def spec_digest(spec: NetSpec) -> str:
 def failure_id(spec: NetSpec, failure: ParityFailure) -> str:
     """A stable id for a bug: failure class, triage label and a hash of what the minimal network is made of.
 
-    The hash covers the layer kinds, the checkpoint APIs and, for a crash, thunder's exception
-    type: not sizes, dtype or seed, so two runs (or two shards) that shrink the same bug to
+    The hash covers the layer kinds (an op layer's call), the checkpoint APIs and, for a crash,
+    thunder's exception type: not sizes, dtype or seed, so two runs (or two shards) that shrink the same bug to
     slightly different networks name it alike.
     """
     essence = {
-        "layers": [layer.kind for layer in spec.layers],
+        # An op layer by its call (op, form, callable and arguments): each op's bug gets its own id.
+        "layers": [
+            [layer.kind, layer.params["target"], layer.params["kwargs"]] if "op" in layer.params else layer.kind
+            for layer in spec.layers
+        ],
         "checkpoints": [c.api for c in spec.checkpoints],
         "error": getattr(failure, "error_type", ""),
     }
@@ -156,6 +165,11 @@ class CampaignStats:
     # known issue id -> [examples where it reproduced, examples where it did not]
     known_issues: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
     known_issue_checks: dict[str, str] = field(default_factory=dict)  # id -> verdict of --known-issues check
+    discarded: int = 0  # drawn specs not run (a known issue they match is excluded or slow)
+    # "<op> <form>" of op layers inside checkpoints -> [examples thunder compiled them in, fell back, failed]
+    op_coverage: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
+    op_split_reasons: defaultdict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
+    op_first_compiled_s: dict[str, float] = field(default_factory=dict)  # op -> campaign time it first compiled
 
     def record(self, outcome: Outcome, elapsed_s: float, expected: bool = False) -> None:
         """Count ``outcome``, ``elapsed_s`` into the campaign; ``expected``: it is a known issue's failure."""
@@ -177,10 +191,32 @@ class CampaignStats:
             self.fell_back_coverage.update(traits(outcome.spec))
         if failed:
             self.failing_examples[outcome.failure.signature] += 1
+        self._record_ops(outcome, failed, elapsed_s)
         if outcome.converter_ab is not None:
             self.converter_comparisons += 1
             self.converter_disagreements += outcome.converter_ab.differs
             self.converter_verdict_changes += outcome.converter_ab.verdict_differs
+
+    def _record_ops(self, outcome: Outcome, failed: bool, elapsed_s: float) -> None:
+        """Count each checkpointed op layer as compiled (thunder compiled every checkpointed region), fell back, failed.
+
+        A network whose regions thunder compiled only in part counts all its op layers as fallen
+        back: never claims an op was exercised in a compiled checkpoint when it might not have been.
+        """
+        spec = outcome.spec
+        for index, layer in enumerate(spec.layers):
+            if "op" not in layer.params or not spec.checkpointed(index):
+                continue
+            key = op_key(layer.params)
+            if outcome.compiled:
+                self.op_coverage[key][0] += 1
+                self.op_first_compiled_s.setdefault(layer.params["op"], round(elapsed_s, 1))
+            elif outcome.compile_report is not None:
+                self.op_coverage[key][1] += 1
+                for reason in outcome.compile_report.split_reasons[:1]:
+                    self.op_split_reasons[key][reason.splitlines()[0][:200]] += 1
+            if failed:
+                self.op_coverage[key][2] += 1
 
     def record_final_failure(self, failure: ParityFailure, directory: Path, elapsed_s: float) -> None:
         """A failure Hypothesis finished shrinking, ``elapsed_s`` into the campaign, written to ``directory``."""
@@ -216,6 +252,10 @@ class CampaignStats:
             "failures": self.failures,
             "known_issues": dict(self.known_issues),
             "known_issue_checks": self.known_issue_checks,
+            "discarded": self.discarded,
+            "op_coverage": dict(sorted(self.op_coverage.items())),
+            "op_split_reasons": {key: dict(reasons) for key, reasons in sorted(self.op_split_reasons.items())},
+            "op_first_compiled_s": self.op_first_compiled_s,
         }
 
     @classmethod
@@ -239,6 +279,12 @@ class CampaignStats:
             first_failure=data["first_failure"],
             known_issues=defaultdict(lambda: [0, 0], data["known_issues"]),
             known_issue_checks=dict(data["known_issue_checks"]),
+            discarded=data.get("discarded", 0),
+            op_coverage=defaultdict(lambda: [0, 0, 0], data.get("op_coverage", {})),
+            op_split_reasons=defaultdict(
+                Counter, {key: Counter(reasons) for key, reasons in data.get("op_split_reasons", {}).items()}
+            ),
+            op_first_compiled_s=dict(data.get("op_first_compiled_s", {})),
         )
 
     def merge(self, other: CampaignStats) -> None:
@@ -253,8 +299,15 @@ class CampaignStats:
             "converter_comparisons",
             "converter_disagreements",
             "converter_verdict_changes",
+            "discarded",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        for key, counts in other.op_coverage.items():
+            self.op_coverage[key] = [a + b for a, b in zip(self.op_coverage[key], counts, strict=True)]
+        for key, reasons in other.op_split_reasons.items():
+            self.op_split_reasons[key] += reasons
+        for op, seconds in other.op_first_compiled_s.items():
+            self.op_first_compiled_s[op] = min(seconds, self.op_first_compiled_s.get(op, seconds))
         self.failing_examples += other.failing_examples
         self.invalid_reasons += other.invalid_reasons
         self.coverage += other.coverage

@@ -16,6 +16,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from fuzz.layers import LAYER_KINDS, LayerKind, Param
+from fuzz.op_catalog import OpCall, catalog
 from fuzz.spec import AUTOCAST_REGIONS, CHECKPOINT_APIS, DETERMINISM_CHECKS, DTYPES, CheckpointSpec, LayerSpec, NetSpec
 
 MAX_DIM = 64
@@ -39,13 +40,44 @@ def _param_values(param: Param, width: int, max_dim: int) -> st.SearchStrategy[A
     return st.sampled_from(param.choices)
 
 
+# The op family's kinds: drawn as one family whose drawn call decides the kind (see `_op_calls`).
+OP_KINDS = ("op", "op_module")
+
+
 @st.composite
-def layer_specs(draw: st.DrawFn, kinds: Sequence[LayerKind], width: int, max_dim: int = MAX_DIM) -> LayerSpec:
-    """One layer of one of ``kinds`` for input ``width``, its parameters drawn from their declared domains."""
+def layer_specs(
+    draw: st.DrawFn, kinds: Sequence[LayerKind], width: int, max_dim: int = MAX_DIM, op_calls: Sequence[OpCall] = ()
+) -> LayerSpec:
+    """One layer for input ``width``: of one of ``kinds``, its parameters drawn from their declared domains, or
+    (about half the time, when ``op_calls`` is not empty) one of the op family's ``op_calls``."""
+    if op_calls and (not kinds or draw(st.integers(0, 1))):
+        call = draw(st.sampled_from(op_calls))
+        return LayerSpec(call.kind, call.params)
     kind = draw(st.sampled_from(kinds))
     params = {p.name: draw(_param_values(p, width, max_dim)) for p in kind.params}
     frozen = _rarely(draw) and kind.trainable(params)  # drawn for every kind: shrinking is steadier
     return LayerSpec(kind.name, params, frozen)
+
+
+SWARM_OPS = 4
+
+
+@st.composite
+def _op_swarm(draw: st.DrawFn, dtype: str, kinds: Sequence[str], ops: Sequence[str] | None) -> list[OpCall]:
+    """The op calls this network may use: those of 1..`SWARM_OPS` ops drawn from the catalog (swarm testing).
+
+    With ~160 ops, a network drawing each layer from all of them would rarely hold two calls of
+    one op or of a few related ops; drawing from a small random subset makes such combinations
+    dense. Shrinks toward one op, the catalog's first (elementwise unary ops come first).
+    """
+    if not kinds:
+        return []
+    calls = [call for call in catalog().calls if call.kind in kinds and dtype in call.dtypes]
+    names = [op for op in dict.fromkeys(call.op for call in calls) if ops is None or op in ops]
+    if not names:
+        return []
+    swarm = draw(st.lists(st.sampled_from(names), min_size=1, max_size=SWARM_OPS, unique=True))
+    return [call for call in calls if call.op in swarm]
 
 
 def _checkpoint_api(draw: st.DrawFn) -> str:
@@ -59,17 +91,22 @@ def _checkpoint_api(draw: st.DrawFn) -> str:
 
 
 @st.composite
-def checkpoint_options(draw: st.DrawFn, max_segments: int) -> CheckpointSpec:
-    """The API and options of a checkpoint (placeholder span; see `checkpoints_from_placements`)."""
+def checkpoint_options(draw: st.DrawFn, max_segments: int, slow_known_issues: bool = False) -> CheckpointSpec:
+    """The API and options of a checkpoint (placeholder span; see `checkpoints_from_placements`).
+
+    ``use_reentrant`` and ``nested`` are known thunder issues that take thunder minutes to fail
+    (fuzz.known_issues): drawn only with ``slow_known_issues`` (``--known-issues check``), else
+    every such draw would be thrown away before running.
+    """
     return CheckpointSpec(
         start=0,
         stop=max_segments,
         api=_checkpoint_api(draw),
-        use_reentrant=draw(st.integers(0, 9)) == 9,  # rare: thunder rejects it (a known issue)
+        use_reentrant=slow_known_issues and draw(st.integers(0, 9)) == 9,
         preserve_rng_state=not _rarely(draw),
         determinism_check=draw(st.sampled_from(DETERMINISM_CHECKS)),
         selective=_rarely(draw),
-        nested=_rarely(draw),
+        nested=slow_known_issues and _rarely(draw),
         segments=draw(st.integers(1, max_segments)),
         extra_args=_rarely(draw),
         multi_output=_rarely(draw),
@@ -82,15 +119,17 @@ PLACEMENTS = ("outside", "inside", "new")
 
 
 @st.composite
-def _placed_layer(draw: st.DrawFn, kinds: Sequence[LayerKind], width: int, max_dim: int) -> tuple[LayerSpec, Any, bool]:
+def _placed_layer(
+    draw: st.DrawFn, kinds: Sequence[LayerKind], width: int, max_dim: int, op_calls: Sequence[OpCall], slow: bool
+) -> tuple[LayerSpec, Any, bool]:
     """A layer, its placement (with the options of a checkpoint it may open) and whether more layers follow.
 
     All three share one span, so the shrinker deletes a layer, its checkpoint membership and
     options included, by deleting one span; the flag comes last so the remaining layers stay valid.
     """
-    layer = draw(layer_specs(kinds, width, max_dim))
+    layer = draw(layer_specs(kinds, width, max_dim, op_calls))
     role = draw(st.sampled_from(PLACEMENTS))
-    options = draw(checkpoint_options(MAX_LAYERS)) if role != "outside" else None
+    options = draw(checkpoint_options(MAX_LAYERS, slow)) if role != "outside" else None
     return layer, (role, options), draw(st.integers(0, 3)) > 0
 
 
@@ -135,17 +174,25 @@ def net_specs(
     kinds: Sequence[str] | None = None,
     max_layers: int = MAX_LAYERS,
     max_dim: int = MAX_DIM,
+    ops: Sequence[str] | None = None,
+    slow_known_issues: bool = False,
 ) -> NetSpec:
-    """A valid `NetSpec` on ``device`` using layer ``kinds`` (default: the whole vocabulary)."""
-    usable = [LAYER_KINDS[name] for name in (kinds or LAYER_KINDS)]
+    """A valid `NetSpec` on ``device`` using layer ``kinds`` (default: the whole vocabulary).
+
+    ``ops``: the op family's ops to draw from (default: every drawable one); ``slow_known_issues``:
+    see `checkpoint_options`.
+    """
+    chosen = kinds or tuple(LAYER_KINDS)
+    usable = [LAYER_KINDS[name] for name in chosen if name not in OP_KINDS]
     dtype = draw(st.sampled_from(dtypes))
+    op_calls = draw(_op_swarm(dtype, [k for k in OP_KINDS if k in chosen], ops))
     batch = draw(st.integers(1, 4))
     seq = draw(st.integers(1, 8)) if draw(st.booleans()) else None
     features = draw(st.integers(1, max_dim))
     vocab = draw(st.integers(2, 64)) if _rarely(draw) else None
     width, more, placed = features, True, []
     while more and len(placed) < max_layers:
-        layer, placement, more = draw(_placed_layer(usable, width, max_dim))
+        layer, placement, more = draw(_placed_layer(usable, width, max_dim, op_calls, slow_known_issues))
         placed.append((layer, placement))
         width = LAYER_KINDS[layer.kind].out_features(layer.params, width)
     layers = [layer for layer, _ in placed]

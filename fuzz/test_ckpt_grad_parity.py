@@ -1,9 +1,11 @@
 """The property: thunderfx (with the chosen checkpoint converter) matches eager on outputs and every gradient.
 
-Two families of networks: the general layer stacks, and litgpt-style decoders around thunder's
-own test_checkpointing_thunderfx network (`fuzz.decoder`).
+Two families of networks: the general layer stacks (with the op family drawn from thunder's
+OpInfos), and litgpt-style decoders around thunder's own test_checkpointing_thunderfx network
+(`fuzz.decoder`). Before them, the op sweep runs every op call of the catalog alone in a checkpoint.
 """
 
+import sys
 from dataclasses import replace
 
 import pytest
@@ -17,6 +19,9 @@ from fuzz.harness import check_spec
 from fuzz.known_issue_files import recorded_spec
 from fuzz.known_issues import KNOWN_ISSUES, KnownIssue, KnownIssueFixed
 from fuzz.spec import NetSpec
+
+if sys.version_info < (3, 11):  # Hypothesis's own dependency there
+    from exceptiongroup import ExceptionGroup
 
 SEED_NETWORK = checkpointing_thunderfx_spec("cpu")
 
@@ -33,6 +38,13 @@ def _check(spec: NetSpec, campaign: Campaign) -> None:
         note(f"spec.json:\n{spec.to_json()}")
         note(f"repro.py:\n{campaign.on_failure(spec, failure)}")
         raise failure.with_traceback(None)  # a remembered failure is raised again: don't grow its traceback
+
+
+def test_op_sweep(shard: int, campaign: Campaign) -> None:
+    """Every drawable op call of thunder's OpInfos alone in one checkpoint (`fuzz.sweep`), before random composition."""
+    failures = [failure for spec in campaign.sweep_cases(shard) if (failure := campaign.run_sweep_case(spec))]
+    if failures:  # each already written to its own folder
+        raise ExceptionGroup(f"the op sweep found {len(failures)} failing op call(s)", failures)
 
 
 @given(data=st.data())

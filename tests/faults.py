@@ -33,6 +33,16 @@ def _scaled_gradient(op, factor: float):
     return faulty
 
 
+def _slope_gradient_x2(op):
+    """leaky_relu whose gradient is doubled when it is called with a non-default negative_slope."""
+
+    def faulty(a, negative_slope=0.01, inplace=False):
+        y = op(a, negative_slope, inplace)
+        return y if negative_slope == 0.01 else y + ((y + _HUGE) - _HUGE)
+
+    return faulty
+
+
 def busy(seconds: float) -> None:
     """Run Python for ``seconds``: a hung compile that the per-example alarm can interrupt."""
     end = time.monotonic() + seconds
@@ -73,6 +83,8 @@ FAULTS = {
     "tanh-grad-x1.01": (torch.tanh, lambda op: _scaled_gradient(op, 1.01)),
     # Only networks with attention (the decoder family's blocks, attention, transformer_block).
     "sdpa-grad-x2": (F.scaled_dot_product_attention, lambda op: _scaled_gradient(op, 2.0)),
+    # Only one argument of one op of the op family: leaky_relu with a non-default negative_slope.
+    "leaky-relu-slope-grad-x2": (F.leaky_relu, _slope_gradient_x2),
     # Process-level failures, once per campaign (needs $FUZZ_FAULT_MARKER).
     "tanh-segfault-once": (torch.tanh, lambda op: _once(op, _segfault)),
     "tanh-hang-once": (torch.tanh, lambda op: _once(op, _hang)),

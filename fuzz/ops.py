@@ -1,0 +1,100 @@
+"""The op layer family: one call of a torch op thunder maps, recorded as literals, and the source it emits.
+
+An op layer's parameters are plain JSON (see docs/spec.md): the op's name in thunder's OpInfo
+database, the call form, the torch callable and the call's arguments as literals. Every float
+tensor argument is drawn from the layer's input by `adapt` (cut or padded to the argument's shape and
+mapped into the value range thunder's sample inputs use, so domain-restricted ops stay finite),
+integer and boolean tensors are literal values, and `fold` turns every floating output back
+into the input's shape. `adapt` and `fold` are copied verbatim into every network's source.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+# Call forms, simplest first. The checkpoint converter rewrites call_function nodes only, so
+# `torch.op(t)`, `t.op()` and `nn.Op()(t)` are different code paths through it.
+FORMS = ("function", "method", "inplace", "module")
+FUNCTION_FORMS = FORMS[:3]
+
+
+def adapt(x, shape, low, high, offset=0):
+    """``x``'s values from flat position ``offset`` on (zeros past its end), shaped ``shape``, mapped into
+    ``(low, high)``. Padding rather than tiling: a tiled input would sum many low-precision gradients."""
+    flat = x.reshape(-1)
+    count = 1
+    for size in shape:
+        count *= size
+    flat = F.pad(flat, (0, max(0, count + offset - flat.numel())))[offset : offset + count]
+    # In float32 (float64 for a float64 input), rounded once: in bfloat16 `low + (high - low) * s`
+    # cancels, and eager and thunder round its steps differently.
+    wide = flat.reshape(shape).to(torch.promote_types(x.dtype, torch.float32))
+    return (low + (high - low) * torch.sigmoid(wide)).to(x.dtype)
+
+
+def fold(y, like):
+    """Every floating tensor of ``y`` (a tensor or a sequence of them), flattened, cut or zero-padded to
+    ``like``'s shape."""
+    parts = [t.reshape(-1) for t in (y if isinstance(y, (tuple, list)) else (y,)) if t.is_floating_point()]
+    flat = torch.cat(parts).to(like.dtype)
+    count = like.numel()
+    return F.pad(flat, (0, max(0, count - flat.numel())))[:count].reshape(like.shape)
+
+
+HELPERS = (adapt, fold)
+
+
+def render(value: Any) -> str:
+    """Python source for one literal argument (the encoding `fuzz.op_catalog` writes)."""
+    if isinstance(value, list):
+        return f"[{', '.join(render(v) for v in value)}]"
+    if isinstance(value, dict):
+        if "tensor" in value:
+            shape = tuple(value["tensor"])
+            adapted = f"adapt(x, {shape}, {value['low']!r}, {value['high']!r}, {value['offset']})"
+            return adapted if value.get("grad", True) else f"{adapted}.detach()"
+        if "values" in value:
+            return f"torch.tensor({value['values']!r}, dtype=torch.{value['dtype']}, device=x.device)"
+        if "tuple" in value:
+            items = [render(v) for v in value["tuple"]]
+            return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
+        if "dtype" in value:
+            return f"torch.{value['dtype']}"
+        if "device" in value:
+            return "x.device"
+        if "slice" in value:
+            return f"slice({', '.join(render(v) for v in value['slice'])})"
+        if "float" in value:
+            return f"float({value['float']!r})"
+        raise ValueError(f"not an encoded literal: {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    return repr(value)
+
+
+def _arguments(args: list, kwargs: Mapping[str, Any]) -> str:
+    return ", ".join([*(render(a) for a in args), *(f"{k}={render(v)}" for k, v in kwargs.items())])
+
+
+def call_source(params: Mapping[str, Any], module: str = "") -> str:
+    """The expression of ``x`` an op layer computes; ``module``: the attribute holding a module-form layer."""
+    form, target, args, kwargs = params["form"], params["target"], params["args"], params["kwargs"]
+    if form == "function":
+        call = f"{target}({_arguments(args, kwargs)})"
+    elif form == "method":
+        call = f"{render(args[0])}.{target}({_arguments(args[1:], kwargs)})"
+    elif form == "inplace":  # on a fresh copy: the adapted input is saved by sigmoid's backward
+        call = f"{render(args[0])}.clone().{target}({_arguments(args[1:], kwargs)})"
+    else:
+        call = f"{module}({_arguments(args, {})})"
+    return f"fold({call}, x)"
+
+
+def module_source(params: Mapping[str, Any]) -> str:
+    """The constructor of a module-form op layer (its keyword arguments are the call's non-tensor arguments)."""
+    return f"{params['target']}({_arguments([], params['kwargs'])})"

@@ -1,0 +1,99 @@
+"""The op family: read from thunder's OpInfos, every call runs eagerly, and a one-argument fault is found and shrunk."""
+
+import json
+import time
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+
+from fuzz.model_builder import build_example, network_source
+from fuzz.op_catalog import catalog
+from fuzz.runner import run_eager
+from fuzz.spec import DTYPES, LayerSpec, NetSpec
+from fuzz.strategies import net_specs
+from fuzz.sweep import sweep_specs
+from tests.campaign_runs import run_campaign
+
+FAULT = "leaky-relu-slope-grad-x2"
+# A small vocabulary around the faulty op: other activations of the catalog and two hand-written kinds.
+_OPS = "abs,tanh,sigmoid,relu,leaky_relu,elu"
+
+
+def _layer(call) -> LayerSpec:
+    return LayerSpec(call.kind, call.params)
+
+
+def test_the_catalog_is_read_from_thunders_opinfos_and_names_what_it_leaves_out():
+    found = catalog()
+    assert len(found.mapped_differentiable) >= 150, "thunder maps far more differentiable ops than this"
+    assert len(found.ops) >= 0.9 * len(found.mapped_differentiable)
+    assert set(found.ops).isdisjoint(found.excluded) and all(found.excluded.values())
+    assert set(found.ops) | set(found.excluded) == set(found.mapped_differentiable)
+    assert {"leaky_relu", "conv2d", "layer_norm", "scatter_add", "interpolate", "cross_entropy"} <= set(found.ops)
+    assert {call.form for call in found.calls} == {"function", "method", "inplace", "module"}
+
+
+def test_every_op_call_builds_and_runs_eagerly_in_every_dtype_it_lists():
+    start, runs = time.perf_counter(), 0
+    for spec in sweep_specs("cpu", DTYPES):
+        call_spec = NetSpec.from_json(spec.to_json())  # the JSON round trip validates the op params
+        output, grads = run_eager(build_example(call_spec))
+        runs += 1
+        assert torch.isfinite(output).all() and all(torch.isfinite(g).all() for g in grads.values()), spec.to_json()
+    for call in catalog().calls:
+        for dtype in call.dtypes:
+            output, grads = run_eager(build_example(NetSpec(4, [_layer(call)], batch=2, dtype=dtype)))
+            runs += 1
+            assert torch.isfinite(output).all() and grads, (call, dtype)
+    print(f"{runs} eager runs of op layers in {time.perf_counter() - start:.1f} s")
+
+
+def test_a_repro_of_an_op_layer_spells_out_the_call_with_literals_only():
+    call = next(c for c in catalog().calls if c.op == "leaky_relu" and c.kwargs.get("negative_slope") == 0.5)
+    source = network_source(NetSpec(4, [_layer(call)], batch=2))
+    assert "torch.nn.functional.leaky_relu(adapt(x, " in source and "negative_slope=0.5" in source
+    assert "fuzz" not in source.replace("fuzz_generated", "") and "opinfos" not in source
+
+
+@settings(max_examples=300, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(spec=net_specs())
+def test_specs_never_hold_a_slow_known_issue_unless_asked(spec):
+    assert not any(c.use_reentrant or c.nested for c in spec.checkpoints)
+
+
+@pytest.fixture(scope="module")
+def faulty_op_campaign(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("faulty-op")
+    run = run_campaign(
+        tmp,
+        "--hypothesis-profile", "nightly", "--fuzz-minutes", "4", "--fuzz-seed", "3",
+        "--fuzz-layers", "op,op_module,linear,tanh", "--fuzz-ops", _OPS,
+        fault=FAULT,
+    )  # fmt: skip
+    return run, tmp / "artifacts"
+
+
+def test_a_fault_in_one_non_default_argument_is_found_and_shrunk_to_that_call_alone(faulty_op_campaign):
+    run, artifacts = faulty_op_campaign
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    summary = json.loads((artifacts / "summary.json").read_text())
+    (failure,) = summary["failures"]
+    spec = NetSpec.from_json((artifacts / failure["id"] / "spec.json").read_text())
+    (layer,) = spec.layers
+    assert layer.params["op"] == "leaky_relu" and layer.params["kwargs"] == {"negative_slope": 0.5}, spec.to_json()
+    assert len(spec.checkpoints) == 1 and failure["triage"] == "checkpoint-specific"
+    detect_s, shrunk_s = summary["first_failure"]["after_s"], failure["shrunk_after_s"]
+    print(f"detected after {detect_s} s (example {summary['first_failure']['example']}); shrunk after {shrunk_s} s")
+
+
+def test_the_sweep_finds_exactly_the_faulty_argument_variants(tmp_path):
+    run = run_campaign(tmp_path, "-k", "sweep", "--fuzz-layers", "op,op_module", "--fuzz-ops", "leaky_relu,relu",
+                       fault=FAULT)  # fmt: skip
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    artifacts = tmp_path / "artifacts"
+    summary = json.loads((artifacts / "summary.json").read_text())
+    failing = [NetSpec.from_json((artifacts / f["id"] / "spec.json").read_text()) for f in summary["failures"]]
+    assert failing and all(s.layers[0].params["kwargs"].get("negative_slope") == 0.5 for s in failing)
+    calls = [c for c in catalog().calls if c.op in ("leaky_relu", "relu")]
+    assert summary["examples"] == len(calls) and summary["op_family"]["share_in_compiled_checkpoint"] == 1.0
