@@ -17,7 +17,7 @@ from tests.campaign_runs import run_campaign
 
 FAULT = "leaky-relu-slope-grad-x2"
 # A small vocabulary around the faulty op: other activations of the catalog and two hand-written kinds.
-_OPS = "abs,tanh,sigmoid,relu,leaky_relu,elu"
+_OPS = "tanh,sigmoid,relu,leaky_relu,elu"
 
 
 def _layer(call) -> LayerSpec:
@@ -29,7 +29,7 @@ def test_the_catalog_is_read_from_thunders_opinfos_and_names_what_it_leaves_out(
     assert len(found.mapped_differentiable) >= 150, "thunder maps far more differentiable ops than this"
     assert len(found.ops) >= 0.9 * len(found.mapped_differentiable)
     assert set(found.ops).isdisjoint(found.excluded) and all(found.excluded.values())
-    assert set(found.ops) | set(found.excluded) == set(found.mapped_differentiable)
+    assert set(found.mapped_differentiable) <= set(found.ops) | set(found.excluded)
     assert {"leaky_relu", "conv2d", "layer_norm", "scatter_add", "interpolate", "cross_entropy"} <= set(found.ops)
     assert {call.form for call in found.calls} == {"function", "method", "inplace", "module"}
 
