@@ -201,7 +201,9 @@ KNOWN_ISSUES += (
         "checkpoint (thunder-general)",
         ("gradient-divergence", "thunder-crash"),
         lambda spec: any(
-            layer.params.get("form") == "inplace" and layer.params["op"] in _INPLACE_WRONG and not spec.checkpointed(i)
+            layer.params.get("form") == "inplace"
+            and layer.params["op"] in _INPLACE_WRONG
+            and not _in_compiled_checkpoint(spec, i)
             for i, layer in enumerate(spec.layers)
         ),
     ),
