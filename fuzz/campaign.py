@@ -22,7 +22,7 @@ from fuzz.harness import Outcome, check_spec
 from fuzz.known_issues import KnownIssue, KnownIssueFixed, known_issues_for
 from fuzz.oracle import ExampleTimeout, ParityFailure, WorkerCrash
 from fuzz.reduce import reduce_spec
-from fuzz.report import CampaignStats, repro_source, spec_digest, write_atomically, write_failure
+from fuzz.report import CampaignStats, op_key, repro_source, spec_digest, write_atomically, write_failure
 from fuzz.runner import hard_limit
 from fuzz.spec import DTYPES, NetSpec
 from fuzz.strategies import net_specs
@@ -132,6 +132,10 @@ class Campaign:
             event(f"invalid: {outcome.invalid_reason}")
             reject()
         event("thunder compiled every checkpointed region" if outcome.compiled else "thunder fell back")
+        for index, layer in enumerate(spec.layers):  # the op family's coverage cells, as statistics
+            if "op" in layer.params and spec.checkpointed(index):
+                where = "a compiled checkpoint" if outcome.compiled else "a checkpoint thunder fell back on"
+                event(f"op {op_key(layer.params)} in {where}")
         target(outcome.discrepancy, label="largest relative error of thunderfx")
         if outcome.converters_disagree:
             event("stock and fixed converters disagree")

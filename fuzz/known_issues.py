@@ -208,6 +208,22 @@ KNOWN_ISSUES += (
         ),
     ),
     KnownIssue(
+        "lerp-zero-dim-inductor-cpp-error",
+        "torch.lerp of three 0-dim tensors inside a checkpoint: thunderfx sends the region to inductor, whose "
+        "vectorized C++ kernel does not compile on CPU ('invalid cast from Vectorized<float> to float'); "
+        "without the checkpoint thunder runs it (checkpoint-specific)",
+        ("thunder-crash",),
+        lambda spec: (
+            spec.device == "cpu"
+            and any(
+                layer.params.get("op") == "lerp"
+                and all(a["tensor"] == [] for a in _float_tensor_args(layer.params))
+                and _in_compiled_checkpoint(spec, i)
+                for i, layer in enumerate(spec.layers)
+            )
+        ),
+    ),
+    KnownIssue(
         "hardsigmoid-float64-grad-imprecise",
         "in float64, thunderfx's hardsigmoid gradient is off by ~2e-8 (float32 precision: a float32 1/6), where "
         "eager is exact (thunder-general)",

@@ -40,7 +40,7 @@ def _param_values(param: Param, width: int, max_dim: int) -> st.SearchStrategy[A
     return st.sampled_from(param.choices)
 
 
-# The op family's kinds: drawn as one family whose drawn call decides the kind (see `_op_calls`).
+# The op family's kinds: drawn as one family whose drawn call decides the kind (see `_op_swarm`).
 OP_KINDS = ("op", "op_module")
 
 

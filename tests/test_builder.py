@@ -5,11 +5,15 @@ import torch
 
 from fuzz.layers import LAYER_KINDS
 from fuzz.model_builder import build_example, network_source
+from fuzz.op_catalog import catalog
 from fuzz.parity import forward_backward, fresh_input
 from fuzz.spec import DTYPES, CheckpointSpec, LayerSpec, NetSpec
+from fuzz.strategies import OP_KINDS
 
 
 def _params(kind_name: str) -> dict:
+    if kind_name in OP_KINDS:  # the op family's params come from its catalog (tests/test_op_family.py: all of them)
+        return next(call for call in catalog().calls if call.kind == kind_name and call.variant > 0).params
     # Widths differ from the input width (5) so a wrong out_features shows up as a shape error.
     values = {"dim": 3, "divisor": 5, "offset": 2, "flag": True}
     return {p.name: values.get(p.domain, p.choices[-1] if p.choices else None) for p in LAYER_KINDS[kind_name].params}
