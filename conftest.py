@@ -31,6 +31,7 @@ from fuzz.op_catalog import catalog
 from fuzz.profiles import PROFILES, register_profiles, seed_generation
 from fuzz.runner import executor_names, interrupt, use_executors
 from fuzz.spec import DTYPES
+from fuzz.strategies import OP_KINDS
 
 CAMPAIGN = pytest.StashKey[Campaign]()
 PROGRESS = pytest.StashKey[threading.Event]()
@@ -132,6 +133,8 @@ def pytest_configure(config: pytest.Config) -> None:
     use_executors(executors)
     kinds = _choice_list(config, "fuzz_layers", LAYER_KINDS)
     dtypes = _choice_list(config, "fuzz_dtypes", DTYPES)
+    if _worker_id(config) is None and any(kind in (kinds or OP_KINDS) for kind in OP_KINDS):
+        catalog()  # built (or read) once here, before xdist starts workers that would all build it at once
     ops = _choice_list(config, "fuzz_ops", catalog().ops) if config.getoption("fuzz_ops") else None
     workers = getattr(config, "workerinput", {}).get("workercount", 1)
     if _worker_id(config) is not None:
@@ -198,10 +201,11 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched) -> 
     if (directory := campaign.record_worker_crash(report.node.gateway.id)) is not None:
         failure = (directory / "failure.txt").read_text()
         report.longrepr = f"{report.longrepr}\nwhile running the network in {directory}: {failure}"
-    kind = FINDING if directory is not None else HARNESS_ERROR
+    if directory is None and not crashitem.startswith("fuzz/"):
+        return  # a self-test's worker: an ordinary failed test
     report.user_properties += [
         ("fuzz_campaign_item", True),
-        ("fuzz_failure_kind", kind),
+        ("fuzz_failure_kind", FINDING if directory is not None else HARNESS_ERROR),
         ("fuzz_failure_message", f"the worker process died outside an example: {report.longrepr}"),
     ]
 
@@ -249,7 +253,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    """A shard whose budget ran out before Hypothesis saw a valid example ends cleanly.
+    """A shard whose budget ran out before it drew any example ends cleanly.
 
     Out of budget, every call ends at once (`mark_overrun`); Hypothesis then complains that the
     smallest input is too large (a health check) or that nothing satisfied the test: neither is
@@ -258,7 +262,7 @@ def pytest_runtest_call(item: pytest.Item):
     try:
         return (yield)
     except (FailedHealthCheck, Unsatisfiable):
-        if _shard(item) is None or item.config.stash[CAMPAIGN].may_generate():
+        if _shard(item) is None or not item.config.stash[CAMPAIGN].out_of_budget_before_first_example():
             raise
         item.stash[OUT_OF_BUDGET] = True
         return None
@@ -298,7 +302,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if progress := session.config.stash.get(PROGRESS, None):
         progress.set()
     campaign = session.config.stash.get(CAMPAIGN, None)
-    if campaign is not None and (campaign.stats.examples or campaign.stats.known_issue_checks):
+    stats = campaign.stats if campaign is not None else None
+    if stats is not None and (stats.examples or stats.discarded or stats.known_issue_checks):
         campaign.write_worker_stats()
 
 

@@ -25,7 +25,7 @@ from fuzz.reduce import reduce_spec
 from fuzz.report import CampaignStats, op_key, repro_source, spec_digest, write_atomically, write_failure
 from fuzz.runner import hard_limit
 from fuzz.spec import DTYPES, NetSpec
-from fuzz.strategies import net_specs
+from fuzz.strategies import OP_KINDS, net_specs
 from fuzz.sweep import CI_SWEEP_CASES, fallback_report, op_family_lines, op_family_summary, sweep_specs
 
 if sys.version_info < (3, 11):  # Hypothesis's own dependency there
@@ -93,6 +93,7 @@ class Campaign:
         self._workers = workers
         self.set_items(config.shards)
         self._item_deadline = float("inf")
+        self._item_started_at = 0
         self._item_failures: list[Outcome] = []  # this item's unexpected failures
         self._outcomes: dict[str, tuple[Outcome, bool]] = {}  # spec JSON -> outcome, reproduced a known issue
         self._unshrunk: dict[str, Path] = {}
@@ -107,8 +108,13 @@ class Campaign:
         """A new test item (shard) starts: it gets its share of the budget."""
         self._item_failures.clear()
         self._outcomes.clear()
+        self._item_started_at = self.stats.examples + self.stats.discarded
         if self._item_budget_s is not None:
             self._item_deadline = time.monotonic() + self._item_budget_s
+
+    def out_of_budget_before_first_example(self) -> bool:
+        """The current item's budget is spent and it drew no example at all (not even one it discarded)."""
+        return not self.may_generate() and self.stats.examples + self.stats.discarded == self._item_started_at
 
     def may_generate(self) -> bool:
         """False once the current item's budget is spent, unless it has found a failure (its shrinking goes on)."""
@@ -222,6 +228,11 @@ class Campaign:
         self.write_worker_stats()
         return directory
 
+    @property
+    def op_kinds(self) -> tuple[str, ...]:
+        """The op family's kinds this campaign draws (`--fuzz-layers`)."""
+        return tuple(kind for kind in OP_KINDS if self.config.kinds is None or kind in self.config.kinds)
+
     def specs(self) -> st.SearchStrategy[NetSpec]:
         """The networks this campaign draws (its layer kinds, ops and dtypes, on its device)."""
         return net_specs(
@@ -234,9 +245,9 @@ class Campaign:
 
     def sweep_cases(self, shard: int) -> list[NetSpec]:
         """Shard ``shard``'s part of the op sweep (`fuzz.sweep`): a small slice under ``ci``, nothing under replay."""
-        if self.config.profile == "replay" or (self.config.kinds and "op" not in self.config.kinds):
+        if self.config.profile == "replay" or not self.op_kinds:
             return []
-        cases = sweep_specs(self.config.device, self.config.dtypes or DTYPES, self.config.ops)
+        cases = sweep_specs(self.config.device, self.config.dtypes or DTYPES, self.op_kinds, self.config.ops)
         if self.config.profile == "ci":
             cases = cases[:: max(1, len(cases) // CI_SWEEP_CASES)][:CI_SWEEP_CASES]
         return cases[shard :: self.config.shards]
@@ -385,8 +396,8 @@ class Campaign:
             distinct.setdefault(failure["id"], {**failure, "found_by_shards": 0})["found_by_shards"] += 1
         summary["failures"] = list(distinct.values())
         self.config.artifacts.mkdir(parents=True, exist_ok=True)
-        if self.config.kinds is None or "op" in self.config.kinds:
-            summary["op_family"] = op_family_summary(merged, self.config.ops)
+        if self.op_kinds:
+            summary["op_family"] = op_family_summary(merged, self.op_kinds, self.config.ops)
             write_atomically(self.config.artifacts / "op_fallbacks.txt", fallback_report(summary["op_family"]))
         summary["discarded_share"] = (
             round(merged.discarded / (merged.discarded + merged.examples), 4)
@@ -395,7 +406,6 @@ class Campaign:
         )
         summary.update(self.items.to_dict())
         summary["result"] = self.items.result(exit_status, summary)
-        self.config.artifacts.mkdir(parents=True, exist_ok=True)
         (self.config.artifacts / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary
 
@@ -422,6 +432,7 @@ class ItemResults:
         self.campaign_items = 0
         self.out_of_budget_before_first_example = 0
         self.harness_errors: list[dict[str, str]] = []
+        self.findings: list[str] = []  # items failed by thunder's failures (listed in the summary's failures)
         self.other_failed: list[str] = []  # failed items that are not the campaign's (self-tests)
 
     def record(self, nodeid: str, when: str, failed: bool, properties: dict[str, Any]) -> None:
@@ -432,7 +443,9 @@ class ItemResults:
             return
         self.campaign_items += when == "call"
         self.out_of_budget_before_first_example += bool(properties.get("fuzz_out_of_budget"))
-        if failed and properties.get("fuzz_failure_kind", HARNESS_ERROR) == HARNESS_ERROR:
+        if failed and properties.get("fuzz_failure_kind") == FINDING:
+            self.findings.append(nodeid)
+        elif failed:
             message = properties.get("fuzz_failure_message") or "the item failed outside an example"
             self.harness_errors.append({"item": nodeid, "error": message})
 
@@ -463,7 +476,8 @@ class ItemResults:
                 f" ({', '.join(reasons)})" if reasons else ""
             )
         if exit_status == 1:
-            return "failed: " + (", ".join(reasons) or "a test failed outside the campaign's bookkeeping")
+            unlisted = f"{len(self.findings)} item(s) failed by thunder with no failure written (see pytest's report)"
+            return "failed: " + (", ".join(reasons) or (unlisted if self.findings else "a test failed"))
         return f"pytest error (exit status {exit_status}): the run did not complete"
 
 

@@ -8,7 +8,6 @@ Each entry's shrunk spec and repro.py live in ``known_issues/<id>/``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -134,7 +133,7 @@ _INPLACE_WRONG = frozenset(
 KNOWN_ISSUES += (
     KnownIssue(
         "binary-op-zero-dim-tensor-crash",
-        "a binary op (add, sub, mul, true_divide, atan2, maximum, minimum) of a (4, 4) tensor and a 0-dim tensor "
+        "a binary op (add, sub, mul, div, true_divide, atan2, maximum, minimum) of a (4, 4) tensor and a 0-dim tensor "
         "that requires grad crashes thunderfx in every call form: 'RuntimeError: shape [1] is invalid for input of "
         "size 16'; with or without checkpoints (thunder-general)",
         ("thunder-crash",),
@@ -165,7 +164,9 @@ KNOWN_ISSUES += (
         "negative-pad-crash",
         "F.pad with negative padding (cropping) crashes thunderfx with a bare AssertionError (thunder-general)",
         ("thunder-crash",),
-        lambda spec: _op_call(spec, ("torch_pad",), lambda p: any(i < 0 for i in _ints(p["args"][1:2]))),
+        lambda spec: _op_call(
+            spec, ("torch_pad",), lambda p: any(i < 0 for i in _ints([*p["args"][1:2], p["kwargs"].get("pad")]))
+        ),
     ),
     KnownIssue(
         "index-add-inductor-lowering-crash",
@@ -189,7 +190,7 @@ KNOWN_ISSUES += (
         lambda spec: _op_call(
             spec,
             ("scaled_dot_product_attention",),
-            lambda p: '"dtype": "bool"' in json.dumps(p["kwargs"]) or '"dtype": "bool"' in json.dumps(p["args"]),
+            lambda p: any(_masks_a_whole_row(a) for a in [*p["args"], *p["kwargs"].values()]),
         ),
     ),
     KnownIssue(
@@ -224,6 +225,14 @@ KNOWN_ISSUES += (
         ),
     ),
     KnownIssue(
+        "max-pool-stride-none-crash",
+        "F.max_pool3d (and its 1d/2d siblings) with stride=None (the documented default: the kernel size) crashes "
+        "thunderfx: 'aten::max_pool3d_with_indices() Expected a value of type List[int] for argument stride but "
+        "instead found type NoneType' (thunder-general; found by the nightly campaign's op sweep)",
+        ("thunder-crash",),
+        lambda spec: _op_call(spec, ("max_pool1d", "max_pool2d", "max_pool3d"), lambda p: _stride(p) is None),
+    ),
+    KnownIssue(
         "hardsigmoid-float64-grad-imprecise",
         "in float64, thunderfx's hardsigmoid gradient is off by ~2e-8 (float32 precision: a float32 1/6), where "
         "eager is exact (thunder-general)",
@@ -231,6 +240,24 @@ KNOWN_ISSUES += (
         lambda spec: spec.dtype == "float64" and _op_call(spec, ("hardsigmoid",)),
     ),
 )
+
+
+def _stride(params: dict) -> object:
+    """A pooling call's stride: keyword, third positional argument, or the default None."""
+    return params["kwargs"].get("stride", params["args"][2] if len(params["args"]) > 2 else None)
+
+
+def _masks_a_whole_row(literal: object) -> bool:
+    """A boolean tensor literal (fuzz.ops) with a row that is all False."""
+    if not (isinstance(literal, dict) and literal.get("dtype") == "bool"):
+        return False
+
+    def rows(values: object) -> list:
+        if isinstance(values, list) and values and not isinstance(values[0], list):
+            return [values]
+        return [row for item in values for row in rows(item)] if isinstance(values, list) else []
+
+    return any(not any(row) for row in rows(literal["values"]))
 
 
 def _ints(literal: object) -> list[int]:

@@ -6,7 +6,7 @@ differentiable, each distinct argument variant of its samples becomes literal ca
 (`fuzz.ops`), in every call form torch has for it (function, tensor method, in-place method,
 `nn` module), and is run eagerly, forward and backward, through the layer's own source in each
 dtype. What survives is drawable; every op left out is listed with the reason. The result is
-cached per torch/thunder version (building it takes about a minute), so workers read a file.
+cached per torch/thunder version (building it takes about 15 s), so workers read a file.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class OpCall:
 
     @property
     def kind(self) -> str:
+        """The layer kind of this call (`fuzz.layers`)."""
         return "op_module" if self.form == "module" else "op"
 
     @property
@@ -73,10 +74,8 @@ class Catalog:
 
     @property
     def ops(self) -> tuple[str, ...]:
+        """The drawable ops, in the catalog's order."""
         return tuple(dict.fromkeys(call.op for call in self.calls))
-
-    def calls_of(self, op: str, dtype: str) -> list[OpCall]:
-        return [call for call in self.calls if call.op == op and dtype in call.dtypes]
 
 
 def _encode(value: Any, tensors: list) -> Any:
@@ -181,7 +180,7 @@ def _torch_callables() -> dict[str, dict[str, str]]:
     return found
 
 
-def _module_class(name: str) -> tuple[str, list[str]] | None:
+def _module_class(name: str) -> tuple[str, list[str], set[str]] | None:
     """``torch.nn``'s module for op ``name`` (same name, case and underscores aside), its functional's args."""
     import torch
     import torch.nn.functional as F
@@ -196,11 +195,11 @@ def _module_class(name: str) -> tuple[str, list[str]] | None:
         init_names = set(inspect.signature(classes[0].__init__).parameters) - {"self"}
     except (TypeError, ValueError):  # builtins without a signature
         return None
-    return f"torch.nn.{classes[0].__name__}", [n for n in arg_names[1:] if n in init_names]
+    return f"torch.nn.{classes[0].__name__}", arg_names[1:], init_names
 
 
 def _forms(
-    targets: dict[str, str], module: tuple[str, list[str]] | None, args: list, kwargs: dict
+    targets: dict[str, str], module: tuple[str, list[str], set[str]] | None, args: list, kwargs: dict
 ) -> list[tuple[str, str, list, dict]]:
     """The call forms of one variant: (form, target, args, kwargs)."""
     forms = [("function", targets["function"], args, kwargs)] if "function" in targets else []
@@ -209,10 +208,11 @@ def _forms(
         if form in targets and receiver:
             forms.append((form, targets[form], args, kwargs))
     if module and receiver and not any(isinstance(a, dict) and "tensor" in a for a in [*args[1:], *kwargs.values()]):
-        target, names = module
-        positional = dict(zip(names, args[1:], strict=False))
-        if len(positional) == len(args) - 1 and set(kwargs) <= set(names):
-            forms.append(("module", target, args[:1], {**positional, **kwargs}))
+        target, arg_names, init_names = module
+        # The functional's positional arguments by its own names; the module must take each as a keyword.
+        named = {**dict(zip(arg_names, args[1:], strict=False)), **kwargs}
+        if len(args) - 1 <= len(arg_names) and set(named) <= init_names:
+            forms.append(("module", target, args[:1], named))
     return forms
 
 
@@ -284,8 +284,13 @@ def _differentiable(opinfo) -> bool:
 
 
 def build_catalog() -> Catalog:
-    """Read thunder's OpInfos and check every candidate call eagerly (about a minute; see `catalog`)."""
-    warnings.filterwarnings("ignore")
+    """Read thunder's OpInfos and check every candidate call eagerly (about 15 s; see `catalog`)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sample generators and torch references warn on many samples
+        return _build_catalog()
+
+
+def _build_catalog() -> Catalog:
     from thunder.tests.opinfos import opinfos
 
     callables = _torch_callables()
@@ -329,8 +334,13 @@ def _versions() -> dict[str, str]:
 
 
 def _cache_path() -> Path:
-    source = Path(ops.__file__).read_text() + Path(__file__).read_text()
-    digest = hashlib.sha1((source + json.dumps(_versions(), sort_keys=True)).encode()).hexdigest()[:12]
+    """The cache file of this code, these dtypes and the installed torch and thunder (an editable thunder
+    install keeps its version while its OpInfos change: their file's modification time counts too)."""
+    from importlib.util import find_spec
+
+    opinfos = Path(find_spec("thunder").submodule_search_locations[0]) / "tests" / "opinfos.py"
+    key = [Path(ops.__file__).read_text(), Path(__file__).read_text(), DTYPES, _versions(), opinfos.stat().st_mtime]
+    digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     root = os.environ.get(CACHE_ENVIRONMENT_VARIABLE) or Path.home() / ".cache" / "ckpt-parity-fuzz"
     return Path(root) / f"op-catalog-{digest}.json"
 

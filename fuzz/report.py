@@ -84,7 +84,7 @@ def failure_id(spec: NetSpec, failure: ParityFailure) -> str:
     slightly different networks name it alike.
     """
     essence = {
-        # An op layer by its call (op, form, callable and arguments): each op's bug gets its own id.
+        # An op layer by its callable (which names the form) and keyword arguments: each op's bug gets its own id.
         "layers": [
             [layer.kind, layer.params["target"], layer.params["kwargs"]] if "op" in layer.params else layer.kind
             for layer in spec.layers

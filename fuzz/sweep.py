@@ -20,8 +20,10 @@ _SWEEP_FEATURES = 4
 _SWEEP_BATCH = 2
 
 
-def sweep_specs(device: str, dtypes: Sequence[str], ops: Sequence[str] | None = None) -> list[NetSpec]:
-    """One spec per drawable call of ``ops`` (default: all): the call alone in one checkpoint.
+def sweep_specs(
+    device: str, dtypes: Sequence[str], kinds: Sequence[str] = ("op", "op_module"), ops: Sequence[str] | None = None
+) -> list[NetSpec]:
+    """One spec per drawable call of ``kinds`` and ``ops`` (default: all): the call alone in one checkpoint.
 
     The k-th call of each op comes after the (k-1)-th call of every op, and runs in the k-th of
     the call's dtypes among ``dtypes`` (float32 first), so the first pass covers every op.
@@ -30,7 +32,7 @@ def sweep_specs(device: str, dtypes: Sequence[str], ops: Sequence[str] | None = 
     seen: dict[str, int] = {}
     for call in catalog().calls:
         usable = [dtype for dtype in dtypes if dtype in call.dtypes]
-        if not usable or (ops is not None and call.op not in ops):
+        if not usable or call.kind not in kinds or (ops is not None and call.op not in ops):
             continue
         k = seen[call.op] = seen.get(call.op, -1) + 1
         spec = NetSpec(
@@ -46,10 +48,12 @@ def sweep_specs(device: str, dtypes: Sequence[str], ops: Sequence[str] | None = 
     return [spec for _, _, spec in sorted(ranked, key=lambda entry: entry[:2])]
 
 
-def op_family_summary(stats: CampaignStats, ops: Sequence[str] | None) -> dict[str, Any]:
-    """How much of thunder's op surface ran inside a checkpoint thunder compiled, and what never did."""
+def op_family_summary(stats: CampaignStats, kinds: Sequence[str], ops: Sequence[str] | None) -> dict[str, Any]:
+    """How much of thunder's op surface (calls of ``kinds`` and ``ops``) ran inside a checkpoint thunder compiled,
+    and what never did."""
     found = catalog()
-    drawable = [op for op in found.ops if ops is None or op in ops]
+    calls = [call for call in found.calls if call.kind in kinds and (ops is None or call.op in ops)]
+    drawable = list(dict.fromkeys(call.op for call in calls))
     compiled = {key.split(" ")[0] for key, counts in stats.op_coverage.items() if counts[0]}
     never = [op for op in drawable if op not in compiled]
     always_fell_back = {
@@ -60,12 +64,14 @@ def op_family_summary(stats: CampaignStats, ops: Sequence[str] | None) -> dict[s
     return {
         "mapped_differentiable_ops": len(found.mapped_differentiable),
         "drawable_ops": len(drawable),
-        "drawable_calls": sum(ops is None or call.op in ops for call in found.calls),
+        "drawable_calls": len(calls),
         "not_drawable": found.excluded,
         "ops_in_compiled_checkpoint": len(drawable) - len(never),
         "share_in_compiled_checkpoint": round((len(drawable) - len(never)) / len(drawable), 4) if drawable else None,
         "never_in_compiled_checkpoint": never,
-        "every_op_compiled_after_s": max(stats.op_first_compiled_s[op] for op in drawable) if not never else None,
+        "every_op_compiled_after_s": (
+            max(stats.op_first_compiled_s[op] for op in drawable) if drawable and not never else None
+        ),
         "op_form_cells": {
             "exercised": len(stats.op_coverage),
             "compiled": sum(c[0] > 0 for c in stats.op_coverage.values()),
@@ -91,7 +97,7 @@ def op_family_lines(family: dict[str, Any]) -> list[str]:
     share = family["share_in_compiled_checkpoint"]
     lines = [
         f"op family: {family['ops_in_compiled_checkpoint']}/{family['drawable_ops']} drawable ops "
-        f"({share:.1%} ) ran inside a checkpoint thunder compiled; thunder's converter maps "
+        f"({share:.1%}) ran inside a checkpoint thunder compiled; thunder's converter maps "
         f"{family['mapped_differentiable_ops']} differentiable ops, {len(family['not_drawable'])} not drawable "
         f"(reasons: 'not_drawable' in summary.json); op x form cells: {family['op_form_cells']}"
         if share is not None

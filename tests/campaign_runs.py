@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FAULT = "tanh-grad-x2"
 
-_CAMPAIGN = "fuzz/test_ckpt_grad_parity.py -p tests.faults -p no:logging --fuzz-device cpu"
+_CAMPAIGN = "fuzz/test_ckpt_grad_parity.py -p tests.faults --fuzz-device cpu"
 # The general family only (no decoders, no op sweep), unless a caller's own -k (the last one wins) picks another.
 _FAMILY = ["-k", "not decoder and not sweep"]
 # The first vocabulary in float32/float64: the self-test then does not depend on which real thunder
@@ -17,8 +17,11 @@ _LAYERS = "linear,relu,tanh,sigmoid,gelu,silu,softplus,layer_norm,mlp,residual"
 _DTYPES = "float32,float64"
 
 
-def campaign_command(tmp: Path, *extra: str, workers: int = 0) -> list[str]:
-    """The campaign in one process and one shard, or on ``workers`` xdist workers and 4 shards."""
+def campaign_command(tmp: Path, *extra: str, workers: int = 0, logging: bool = False) -> list[str]:
+    """The campaign in one process and one shard, or on ``workers`` xdist workers and 4 shards.
+
+    ``logging``: keep pytest's logging plugin (off by default: captured logs only slow a self-test).
+    """
     paths = ["--fuzz-artifacts", str(tmp / "artifacts"), "--fuzz-database", str(tmp / "db")]
     processes = ["-p", "no:xdist", "--fuzz-shards", "1"] if not workers else ["-n", str(workers), "--fuzz-shards", "4"]
     return [
@@ -26,6 +29,7 @@ def campaign_command(tmp: Path, *extra: str, workers: int = 0) -> list[str]:
         "-m",
         "pytest",
         *_CAMPAIGN.split(),
+        *(() if logging else ("-p", "no:logging")),
         *_FAMILY,
         *processes,
         "--fuzz-layers",

@@ -9,7 +9,8 @@ from tests.campaign_runs import ROOT, campaign_command
 
 
 def _run(tmp: Path, *extra: str, workers: int = 0, **env: str) -> tuple[subprocess.CompletedProcess, dict]:
-    command = campaign_command(tmp, *extra, workers=workers)
+    # With pytest's logging plugin on, as `make campaign` runs it.
+    command = campaign_command(tmp, *extra, workers=workers, logging=True)
     run = subprocess.run(command, cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
     return run, json.loads((tmp / "artifacts" / "summary.json").read_text())
 

@@ -5,7 +5,7 @@ import time
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, find, given, settings
 
 from fuzz.model_builder import build_example, network_source
 from fuzz.op_catalog import catalog
@@ -62,6 +62,11 @@ def test_specs_never_hold_a_slow_known_issue_unless_asked(spec):
     assert not any(c.use_reentrant or c.nested for c in spec.checkpoints)
 
 
+def test_with_known_issues_check_the_slow_features_are_drawn():
+    for flag in ("use_reentrant", "nested"):
+        find(net_specs(slow_known_issues=True), lambda spec, f=flag: any(getattr(c, f) for c in spec.checkpoints))
+
+
 @pytest.fixture(scope="module")
 def faulty_op_campaign(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("faulty-op")
@@ -94,6 +99,9 @@ def test_the_sweep_finds_exactly_the_faulty_argument_variants(tmp_path):
     artifacts = tmp_path / "artifacts"
     summary = json.loads((artifacts / "summary.json").read_text())
     failing = [NetSpec.from_json((artifacts / f["id"] / "spec.json").read_text()) for f in summary["failures"]]
-    assert failing and all(s.layers[0].params["kwargs"].get("negative_slope") == 0.5 for s in failing)
     calls = [c for c in catalog().calls if c.op in ("leaky_relu", "relu")]
+    faulty = [c for c in calls if c.op == "leaky_relu" and c.kwargs.get("negative_slope", 0.01) != 0.01]
+    assert faulty and len(failing) == len(faulty), summary["failures"]
+    assert all(s.layers[0].params["kwargs"].get("negative_slope") == 0.5 for s in failing)
+    assert summary["harness_errors"] == [] and summary["result"] == f"failed: {len(faulty)} failure(s)"
     assert summary["examples"] == len(calls) and summary["op_family"]["share_in_compiled_checkpoint"] == 1.0
