@@ -233,6 +233,17 @@ KNOWN_ISSUES += (
         lambda spec: _op_call(spec, ("max_pool1d", "max_pool2d", "max_pool3d"), lambda p: _stride(p) is None),
     ),
     KnownIssue(
+        "sigmoid-grad-nan-large-negative",
+        "thunderfx's sigmoid gradient is NaN for inputs below about -90 (float32), where eager's is 0: "
+        "torch.sigmoid(torch.tensor(-500.)) backward; reached when a sigmoid follows an op whose output grows "
+        "large (sinh, exp, pow, ...) (thunder-general; found by the nightly campaign)",
+        ("gradient-divergence",),
+        lambda spec: any(
+            _applies_sigmoid(layer) and any(later.params.get("op") in _EXPLOSIVE for later in spec.layers[:i])
+            for i, layer in enumerate(spec.layers)
+        ),
+    ),
+    KnownIssue(
         "hardsigmoid-float64-grad-imprecise",
         "in float64, thunderfx's hardsigmoid gradient is off by ~2e-8 (float32 precision: a float32 1/6), where "
         "eager is exact (thunder-general)",
@@ -240,6 +251,21 @@ KNOWN_ISSUES += (
         lambda spec: spec.dtype == "float64" and _op_call(spec, ("hardsigmoid",)),
     ),
 )
+
+
+# Ops whose output can far exceed their input's range (inputs are mapped into thunder's sample ranges).
+_EXPLOSIVE = frozenset(
+    "sinh cosh exp exp2 expm1 pow square tan reciprocal ldexp lgamma digamma polygamma zeta div true_divide".split()
+)
+
+
+def _applies_sigmoid(layer) -> bool:
+    """Whether a layer applies a plain sigmoid to its input (a hand-written kind, an op, an MLP's activation)."""
+    return (
+        layer.kind == "sigmoid"
+        or layer.params.get("op") == "sigmoid"
+        or (layer.kind in ("mlp", "residual") and layer.params.get("activation") == "sigmoid")
+    )
 
 
 def _stride(params: dict) -> object:

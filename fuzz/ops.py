@@ -32,9 +32,21 @@ def adapt(x, shape, low, high, offset=0):
         count *= size
     flat = F.pad(flat, (0, max(0, count + offset - flat.numel())))[offset : offset + count]
     # In float32 (float64 for a float64 input), rounded once: in bfloat16 `low + (high - low) * s`
-    # cancels, and eager and thunder round its steps differently.
+    # cancels, and eager and thunder round its steps differently. tanh, not sigmoid: thunder's
+    # sigmoid gradient is NaN for inputs below about -90 (known issue sigmoid-grad-nan-large-negative).
     wide = flat.reshape(shape).to(torch.promote_types(x.dtype, torch.float32))
-    return (low + (high - low) * torch.sigmoid(wide)).to(x.dtype)
+    return (low + (high - low) * (torch.tanh(wide) + 1) / 2).to(x.dtype)
+
+
+def spread(x, shape, low, high):
+    """A constant tensor of ``shape`` (no gradient) with values evenly spread over ``[low, high]``, like ``x``.
+
+    Not ``adapt(...).detach()``: thunderfx sends any region holding a detach to its fallback."""
+    count = 1
+    for size in shape:
+        count *= size
+    steps = torch.arange(count, device=x.device, dtype=torch.promote_types(x.dtype, torch.float32))
+    return (low + (high - low) * steps / max(count - 1, 1)).reshape(shape).to(x.dtype)
 
 
 def fold(y, like):
@@ -46,7 +58,7 @@ def fold(y, like):
     return F.pad(flat, (0, max(0, count - flat.numel())))[:count].reshape(like.shape)
 
 
-HELPERS = (adapt, fold)
+HELPERS = (adapt, spread, fold)
 
 
 def render(value: Any) -> str:
@@ -56,8 +68,9 @@ def render(value: Any) -> str:
     if isinstance(value, dict):
         if "tensor" in value:
             shape = tuple(value["tensor"])
-            adapted = f"adapt(x, {shape}, {value['low']!r}, {value['high']!r}, {value['offset']})"
-            return adapted if value.get("grad", True) else f"{adapted}.detach()"
+            if not value.get("grad", True):  # e.g. batch norm's running statistics: constants, no graph
+                return f"spread(x, {shape}, {value['low']!r}, {value['high']!r})"
+            return f"adapt(x, {shape}, {value['low']!r}, {value['high']!r}, {value['offset']})"
         if "values" in value:
             return f"torch.tensor({value['values']!r}, dtype=torch.{value['dtype']}, device=x.device)"
         if "tuple" in value:
@@ -88,7 +101,7 @@ def call_source(params: Mapping[str, Any], module: str = "") -> str:
         call = f"{target}({_arguments(args, kwargs)})"
     elif form == "method":
         call = f"{render(args[0])}.{target}({_arguments(args[1:], kwargs)})"
-    elif form == "inplace":  # on a fresh copy: the adapted input is saved by sigmoid's backward
+    elif form == "inplace":  # on a fresh copy: the adapted input is saved by tanh's backward
         call = f"{render(args[0])}.clone().{target}({_arguments(args[1:], kwargs)})"
     else:
         call = f"{module}({_arguments(args, {})})"

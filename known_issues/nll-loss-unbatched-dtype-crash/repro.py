@@ -33,9 +33,21 @@ def adapt(x, shape, low, high, offset=0):
         count *= size
     flat = F.pad(flat, (0, max(0, count + offset - flat.numel())))[offset : offset + count]
     # In float32 (float64 for a float64 input), rounded once: in bfloat16 `low + (high - low) * s`
-    # cancels, and eager and thunder round its steps differently.
+    # cancels, and eager and thunder round its steps differently. tanh, not sigmoid: thunder's
+    # sigmoid gradient is NaN for inputs below about -90 (known issue sigmoid-grad-nan-large-negative).
     wide = flat.reshape(shape).to(torch.promote_types(x.dtype, torch.float32))
-    return (low + (high - low) * torch.sigmoid(wide)).to(x.dtype)
+    return (low + (high - low) * (torch.tanh(wide) + 1) / 2).to(x.dtype)
+
+
+def spread(x, shape, low, high):
+    """A constant tensor of ``shape`` (no gradient) with values evenly spread over ``[low, high]``, like ``x``.
+
+    Not ``adapt(...).detach()``: thunderfx sends any region holding a detach to its fallback."""
+    count = 1
+    for size in shape:
+        count *= size
+    steps = torch.arange(count, device=x.device, dtype=torch.promote_types(x.dtype, torch.float32))
+    return (low + (high - low) * steps / max(count - 1, 1)).reshape(shape).to(x.dtype)
 
 
 def fold(y, like):
