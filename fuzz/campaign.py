@@ -129,9 +129,8 @@ class Campaign:
         for trait in traits(spec):
             event(trait)
         known = known_issues_for(spec)
-        if known and (self.config.known_issues == "exclude" or any(issue.slow for issue in known)):
+        if self._skipped_as_known(known):
             event(f"skipped, known issue: {', '.join(issue.id for issue in known)}")
-            self.stats.discarded += 1
             reject()
         outcome, reproduced = self._outcome(spec, known)
         if not outcome.valid:
@@ -148,6 +147,12 @@ class Campaign:
         if known:
             event(f"known issue {'reproduced' if reproduced else 'did not reproduce'}: {known[0].id}")
         return None if reproduced else outcome.failure
+
+    def _skipped_as_known(self, known: Sequence[KnownIssue]) -> bool:
+        """Whether a spec matching ``known`` issues is not run (excluded, or slow to fail); counted as discarded."""
+        skipped = bool(known) and (self.config.known_issues == "exclude" or any(issue.slow for issue in known))
+        self.stats.discarded += skipped
+        return skipped
 
     def _outcome(self, spec: NetSpec, known: Sequence[KnownIssue]) -> tuple[Outcome, bool]:
         """``spec``'s outcome, counted, and whether it reproduced a known issue; from memory if the item ran it before.
@@ -222,9 +227,8 @@ class Campaign:
             else "a crash in native code (segfault, abort) or a kill from outside"
         )
         failure = WorkerCrash(f"the worker process died {elapsed:.0f} s into this network: {how}")
-        directory = self._write_failure(self.config.artifacts, spec, failure)
         self.stats.failing_examples[failure.signature] += 1
-        self.stats.record_final_failure(failure, directory, time.time() - self.started)
+        directory = self._write_final_failure(spec, failure)
         self.write_worker_stats()
         return directory
 
@@ -259,16 +263,14 @@ class Campaign:
         if time.monotonic() >= self._item_deadline:
             return None
         known = known_issues_for(spec)
-        if known and (self.config.known_issues == "exclude" or any(issue.slow for issue in known)):
-            self.stats.discarded += 1
+        if self._skipped_as_known(known):
             return None
         with self._in_flight(spec):
             outcome = check_spec(spec, converter=self.config.converter, timeout_s=self.config.timeout_s)
         if self.record(outcome, known) or outcome.failure is None:  # passed, or a known issue reproduced
             return None
         _release_frames(outcome.failure)
-        directory = self._write_failure(self.config.artifacts, spec, outcome.failure)
-        self.stats.record_final_failure(outcome.failure, directory, time.time() - self.started)
+        self._write_final_failure(spec, outcome.failure)
         return outcome.failure
 
     def record(self, outcome: Outcome, known: Sequence[KnownIssue] = ()) -> bool:
@@ -310,14 +312,19 @@ class Campaign:
         """
         if current_build_context().is_final:
             spec, failure = self._reduced(spec, failure)
-            directory = self._write_failure(self.config.artifacts, spec, failure)
-            self.stats.record_final_failure(failure, directory, time.time() - self.started)
+            self._write_final_failure(spec, failure)
             if unshrunk := self._unshrunk.pop(failure.signature, None):
                 shutil.rmtree(unshrunk, ignore_errors=True)
         elif failure.signature not in self._unshrunk:
             unshrunk = self._write_failure(self.config.artifacts / "unshrunk", spec, failure)
             self._unshrunk[failure.signature] = unshrunk
         return repro_source(spec, failure, self.config.converter, self.config.executors)
+
+    def _write_final_failure(self, spec: NetSpec, failure: ParityFailure) -> Path:
+        """Write a failure that is as small as it gets to its folder and list it in the summary; returns the folder."""
+        directory = self._write_failure(self.config.artifacts, spec, failure)
+        self.stats.record_final_failure(failure, directory, time.time() - self.started)
+        return directory
 
     def _write_failure(self, artifacts: Path, spec: NetSpec, failure: ParityFailure) -> Path:
         return write_failure(artifacts, spec, failure, self.config.converter, executors=self.config.executors)
