@@ -12,6 +12,7 @@ import pytest
 from hypothesis import seed, settings
 from hypothesis.errors import FailedHealthCheck, Unsatisfiable
 
+import fuzz.fix
 from fuzz.campaign import (
     CONVERTER_CHOICES,
     DEVICE_CHOICES,
@@ -75,6 +76,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="auto",
         help="thunder's executors, comma-separated; auto: cudnn and nvfuser (where installed) in front of thunder's "
         "defaults on CUDA, thunder's defaults on CPU",
+    )
+    group.addoption(
+        "--fuzz-confirm",
+        default="yes",
+        choices=("yes", "no"),
+        help="re-run each reported failure's repro.py in a fresh interpreter and say whether it reproduced",
     )
     group.addoption("--fuzz-progress", type=float, default=60.0, help="seconds between progress lines (0: none)")
     group.addoption(
@@ -153,7 +160,13 @@ def pytest_configure(config: pytest.Config) -> None:
         dtypes=dtypes,
         ops=ops,
         known_issues=config.getoption("known_issues") or ("exclude" if profile == "ci" else "xfail"),
+        confirm=config.getoption("fuzz_confirm") == "yes",
     )
+    if campaign_config.converter != "stock":
+        try:
+            fuzz.fix.fixed_converter()
+        except fuzz.fix.StaleFixError as error:
+            raise pytest.UsageError(str(error)) from None
     campaign = Campaign(campaign_config, workers=workers, worker=_worker_id(config) or "main")
     config.stash[CAMPAIGN] = campaign
     # SIGTERM (a job scheduler's stop) ends the run like Ctrl-C: Hypothesis keeps what it saved

@@ -21,8 +21,17 @@ from fuzz.coverage import traits
 from fuzz.harness import Outcome, check_spec
 from fuzz.known_issues import KnownIssue, KnownIssueFixed, known_issues_for
 from fuzz.oracle import ExampleTimeout, ParityFailure, WorkerCrash
-from fuzz.reduce import reduce_spec
-from fuzz.report import CampaignStats, op_key, repro_source, spec_digest, write_atomically, write_failure
+from fuzz.reduce import reduce_spec, valid
+from fuzz.report import (
+    CampaignStats,
+    confirm,
+    found_with,
+    op_key,
+    repro_source,
+    spec_digest,
+    write_atomically,
+    write_failure,
+)
 from fuzz.runner import hard_limit
 from fuzz.spec import DTYPES, NetSpec
 from fuzz.strategies import OP_KINDS, net_specs
@@ -74,6 +83,7 @@ class CampaignConfig:
     known_issues: str = "xfail"
     seed: int = 0  # generation seed of shard i is seed + i (recorded in the summary to re-run a night)
     executors: tuple[str, ...] = ()  # thunder's default executors, by name (empty: thunder's own defaults)
+    confirm: bool = True  # re-run each final failure's repro.py in a fresh interpreter before reporting it
 
 
 class Campaign:
@@ -280,7 +290,10 @@ class Campaign:
         """
         expected = False
         if known and outcome.valid:
-            expected = any(issue.reproduced_by(outcome.failure) for issue in known)
+            matching = [issue for issue in known if issue.reproduced_by(outcome.failure)]
+            expected = bool(matching) and self._explained(outcome.spec, matching)
+            self.stats.known_class_failures += bool(matching)
+            self.stats.known_explained_failures += expected
             for issue in known:
                 self.stats.known_issues[issue.id][0 if expected else 1] += 1
         self.stats.record(outcome, time.time() - self.started, expected=expected)
@@ -289,6 +302,20 @@ class Campaign:
         if time.monotonic() - self._stats_written > _STATS_EVERY_S:  # for the progress line and a killed worker
             self.write_worker_stats()
         return expected
+
+    def _explained(self, spec: NetSpec, issues: Sequence[KnownIssue]) -> bool:
+        """Whether known ``issues`` explain a failure of ``spec`` in their classes: it goes away without their triggers.
+
+        A network that is nothing but the triggers (nothing valid is left) is explained by them.
+        """
+        stripped = spec
+        for issue in issues:
+            stripped = issue.without_trigger(stripped)
+        if not stripped.layers or not valid(stripped):
+            return True
+        with self._in_flight(stripped):
+            outcome = check_spec(stripped, converter=self.config.converter, timeout_s=self._shrinking_timeout_s())
+        return outcome.failure is None
 
     def _record_converter_ab(self, outcome: Outcome) -> None:
         """Append the example's A/B record to ``<artifacts>/converter_ab.jsonl`` (one short line: atomic append)."""
@@ -321,9 +348,14 @@ class Campaign:
         return repro_source(spec, failure, self.config.converter, self.config.executors)
 
     def _write_final_failure(self, spec: NetSpec, failure: ParityFailure) -> Path:
-        """Write a failure that is as small as it gets to its folder and list it in the summary; returns the folder."""
+        """Write a failure that is as small as it gets to its folder, confirm it in a fresh interpreter (unless
+        turned off) and list it in the summary; returns the folder."""
         directory = self._write_failure(self.config.artifacts, spec, failure)
-        self.stats.record_final_failure(failure, directory, time.time() - self.started)
+        confirmation = None
+        if self.config.confirm:
+            limit = hard_limit(self.config.timeout_s) if self.config.timeout_s else None
+            confirmation = confirm(directory, failure, limit or 600.0)
+        self.stats.record_final_failure(failure, directory, time.time() - self.started, confirmation)
         return directory
 
     def _write_failure(self, artifacts: Path, spec: NetSpec, failure: ParityFailure) -> Path:
@@ -338,7 +370,8 @@ class Campaign:
             same = outcome.failure is not None and outcome.failure.signature == failure.signature
             if same:
                 found[id(candidate)] = outcome.failure
-            return same and not known_issues_for(candidate)
+            known = [issue for issue in known_issues_for(candidate) if issue.reproduced_by(outcome.failure)]
+            return same and not (known and self._explained(candidate, known))
 
         reduced = reduce_spec(spec, still_fails)
         return reduced, found.get(id(reduced), failure)
@@ -389,6 +422,7 @@ class Campaign:
             "profile": self.config.profile,
             "device": self.config.device,
             "converter": self.config.converter,
+            "found_with": found_with(self.config.converter),
             "seed": self.config.seed,
             "executors": list(self.config.executors) or "thunder's defaults",
             "wall_seconds": round(wall, 1),
@@ -519,13 +553,21 @@ def _release_frames(failure: BaseException) -> None:
         error = error.__cause__ or error.__context__
 
 
+def _confirmed(failure: dict[str, Any]) -> str:
+    """A failure's confirmation, in a few words."""
+    if failure.get("confirmed") is None:
+        return "not confirmed: confirmation off"
+    return "confirmed" if failure["confirmed"] else f"NOT CONFIRMED: {failure['confirmation']}"
+
+
 def summary_lines(summary: dict[str, Any]) -> list[str]:
     """The campaign summary for the terminal."""
     lines = [
         f"{summary['examples']} examples ({summary['valid']} valid; {summary['repeats']} repeated networks answered "
         f"from memory) in {summary['wall_seconds']} s "
         f"= {summary['examples_per_second']} examples/s, {summary['seconds_per_example']} s/example "
-        f"[profile {summary['profile']}, device {summary['device']}, converter {summary['converter']}]",
+        f"[profile {summary['profile']}, device {summary['device']}]",
+        f"found with {summary['found_with']}",
         f"thunder compiled every checkpointed region in {summary['compiled_by_thunder']}/{summary['valid']} "
         f"valid examples (share {summary['compiled_share']}); {summary['fell_back']} fell back",
         f"invalid examples by reason: {summary['invalid_reasons'] or 'none'}; "
@@ -551,6 +593,12 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         for issue, counts in summary["known_issues"].items()
     ]
     lines += [f"known issue {issue} re-tested: {verdict}" for issue, verdict in summary["known_issue_checks"].items()]
+    if summary["known_class_failures"]:
+        lines.append(
+            f"{summary['known_class_failures']} failing examples matched a known issue of their class; "
+            f"{summary['known_explained_failures']} went away without the issue's trigger (attributed to it), "
+            "the rest are reported as new failures"
+        )
     if summary["discarded"]:
         lines.append(
             f"{summary['discarded']} drawn networks not run (a known issue they match is excluded or slow): "
@@ -566,7 +614,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     if first := summary["first_failure"]:
         lines.append(f"first failure after {first['after_s']} s (example {first['example']})")
     lines += [
-        f"FAILURE {f['id']} [{f['class']}, {f['triage']}] shrunk after {f['shrunk_after_s']} s, "
+        f"FAILURE {f['id']} [{f['class']}, {f['triage']}, {_confirmed(f)}] shrunk after {f['shrunk_after_s']} s, "
         f"found by {f['found_by_shards']} shard(s): {f['message']}\n"
         f"    repro: {f['repro']}"
         for f in summary["failures"]

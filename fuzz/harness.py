@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import time
+import traceback
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 
 from fuzz.fix import use_converter
-from fuzz.model_builder import build_example
+from fuzz.model_builder import Example, build_example
 from fuzz.oracle import (
     CheckpointSpecific,
     EagerInconsistent,
     ExampleTimeout,
     ForwardDivergence,
     GradientDivergence,
+    HarnessError,
     ParityFailure,
     ThunderCrash,
     ThunderGeneral,
@@ -22,6 +25,7 @@ from fuzz.oracle import (
     judge,
     with_triage,
 )
+from fuzz.parity import nudged_runs
 from fuzz.runner import (
     CompileReport,
     Deadline,
@@ -93,6 +97,19 @@ def _finite(result: tuple) -> bool:
 
 ThunderRun = tuple[tuple | None, CompileReport | None, ParityFailure | None]
 
+# The harness's own code on the thunder path: an exception raised in these files is a bug of ours.
+# (Network code, fuzz/layers.py and the like, is not here: thunder interprets it, and a torch op
+# that rejects thunder's proxies raises from the network's frame.)
+_HARNESS_FILES = frozenset(
+    Path(__file__).with_name(name) for name in ("harness.py", "runner.py", "fix.py", "parity.py")
+)
+
+
+def _raised_by_harness(error: BaseException) -> traceback.FrameSummary | None:
+    """The frame of ours that raised ``error`` (its innermost frame is in `_HARNESS_FILES`), or None."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return frames[-1] if frames and Path(frames[-1].filename) in _HARNESS_FILES else None
+
 
 def _run_thunder(example, converter: str, timeout_s: float | None) -> ThunderRun:
     limit = TimeLimit(timeout_s)
@@ -106,6 +123,9 @@ def _run_thunder(example, converter: str, timeout_s: float | None) -> ThunderRun
             raise KeyboardInterrupt("interrupted while thunder ran") from error
         if limit.expired:  # thunder's interpreter re-raised our Deadline as an error of its own
             return None, None, ExampleTimeout(f"exceeded the per-example time limit of {timeout_s:g} s")
+        if frame := _raised_by_harness(error):
+            where = f"{Path(frame.filename).name}:{frame.lineno} ({frame.name})"
+            raise HarnessError(f"the harness raised {type(error).__name__} at {where}: {error}") from error
         crash = ThunderCrash(f"thunderfx raised {type(error).__name__}: {error}")
         crash.error_type = type(error).__name__
         # Chained like `raise ... from error`: Hypothesis then tells crashes apart by thunder's own origin.
@@ -136,6 +156,11 @@ class _ThunderRuns:
         return run
 
 
+def _probe(example: Example):
+    """The nudged eager runs of ``example`` (see `fuzz.parity.nudged_runs`), computed when called."""
+    return lambda: nudged_runs(example.net, example.input, example.cotangent)
+
+
 def _triage(spec: NetSpec, eager: tuple, reference: tuple | None, thunder: _ThunderRuns) -> Triage:
     """Whether a failure of ``spec`` needs its checkpoints: run eager and thunderfx on its ``PlainNet``.
 
@@ -148,7 +173,7 @@ def _triage(spec: NetSpec, eager: tuple, reference: tuple | None, thunder: _Thun
     if (difference := judge(eager_plain, eager)) is not None:
         return EagerInconsistent(f"eager with vs without checkpoints: {difference}")
     result, _, failure = thunder(plain, "stock")
-    if (failure := failure or judge(result, eager_plain, reference)) is not None:
+    if (failure := failure or judge(result, eager_plain, reference, probe=_probe(plain))) is not None:
         return ThunderGeneral(f"thunderfx without checkpoints fails too: {failure.failure_class}")
     return CheckpointSpecific("thunderfx of the same network without checkpoints matches eager")
 
@@ -223,7 +248,7 @@ def check_spec(
     eager = run_eager(example)
     if not _finite(eager):
         return invalid("eager produced non-finite values")
-    expected, reference, baseline = eager, run_reference(example), "eager"
+    expected, reference, baseline, probe = eager, run_reference(example), "eager", _probe(example)
     if spec.random:
         plain = build_example(spec, checkpointing=False)
         if judge(run_eager(plain), eager) is not None:
@@ -234,11 +259,12 @@ def check_spec(
             return Outcome(
                 spec, True, failure=failure, seconds=time.perf_counter() - start, timeout_reruns=thunder.reruns
             )
-        reference, baseline = None, "thunderfx without checkpoints"
+        # Thunder draws other masks than eager: eager's nudged runs say nothing about thunder's thresholds.
+        reference, baseline, probe = None, "thunderfx without checkpoints", None
 
     def run(name: str) -> ThunderRun:
         result, report, failure = thunder(example, name)
-        return result, report, failure or judge(result, expected, reference, baseline)
+        return result, report, failure or judge(result, expected, reference, baseline, probe)
 
     result, report, failure = run("fixed" if converter == "both" else converter)
     if spec.random and isinstance(failure, (ForwardDivergence, GradientDivergence)):

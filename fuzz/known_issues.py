@@ -9,11 +9,14 @@ Each entry's shrunk spec and repro.py live in ``known_issues/<id>/``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fuzz.layers import LAYER_KINDS
 from fuzz.oracle import ParityFailure
-from fuzz.spec import NetSpec
+from fuzz.reduce import without_layers
+from fuzz.spec import LayerSpec, NetSpec
+
+LayerTrigger = Callable[[NetSpec, int], bool]
 
 
 class KnownIssueFixed(AssertionError):
@@ -28,6 +31,9 @@ class KnownIssue:
     description: str
     failure_classes: tuple[str, ...]
     applies: Callable[[NetSpec], bool]
+    # The spec with this issue's trigger taken out (the in-place layer replaced by its out-of-place
+    # twin, the offending op layer deleted, ...): a failure is this issue only if it then goes away.
+    without_trigger: Callable[[NetSpec], NetSpec]
     # Too slow to re-run on every matching example (thunder takes up to the time limit to fail):
     # skipped in every profile; its registered spec is what tells whether it still reproduces.
     slow: bool = False
@@ -35,6 +41,39 @@ class KnownIssue:
     def reproduced_by(self, failure: ParityFailure | None) -> bool:
         """Whether ``failure`` is this issue showing (a failure of one of its classes)."""
         return failure is not None and failure.failure_class in self.failure_classes
+
+
+def _layer_issue(
+    id: str,
+    description: str,
+    failure_classes: tuple[str, ...],
+    trigger: LayerTrigger,
+    without_trigger: Callable[[NetSpec], NetSpec] | None = None,
+) -> KnownIssue:
+    """An issue set off by single layers (``trigger(spec, index)``); by default removed by deleting those layers."""
+    return KnownIssue(
+        id,
+        description,
+        failure_classes,
+        lambda spec: any(trigger(spec, i) for i in range(len(spec.layers))),
+        without_trigger
+        or (lambda spec: without_layers(spec, [i for i in range(len(spec.layers)) if trigger(spec, i)])),
+    )
+
+
+def _as_linear(trigger: LayerTrigger) -> Callable[[NetSpec], NetSpec]:
+    """Replace each layer ``trigger`` accepts (a Linear followed by an in-place activation) by its Linear."""
+
+    def strip(spec: NetSpec) -> NetSpec:
+        layers = [
+            LayerSpec("linear", {"out_features": layer.params["out_features"], "bias": True}, layer.frozen)
+            if trigger(spec, i)
+            else layer
+            for i, layer in enumerate(spec.layers)
+        ]
+        return replace(spec, layers=layers)
+
+    return strip
 
 
 KNOWN_ISSUES: tuple[KnownIssue, ...] = (
@@ -45,6 +84,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "on small bodies thunder's interpreter takes minutes before it says so (a timeout here)",
         ("thunder-crash", "timeout"),
         lambda spec: any(c.use_reentrant for c in spec.checkpoints),
+        lambda spec: replace(spec, checkpoints=[replace(c, use_reentrant=False) for c in spec.checkpoints]),
         slow=True,
     ),
     KnownIssue(
@@ -55,9 +95,21 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "the meta-preserving fix does not change it",
         ("thunder-crash", "timeout"),
         lambda spec: any(c.nested for c in spec.checkpoints),
+        lambda spec: replace(spec, checkpoints=[replace(c, nested=False) for c in spec.checkpoints]),
         slow=True,
     ),
 )
+
+
+def _is_inplace_silu(spec: NetSpec, index: int) -> bool:
+    return spec.layers[index].kind == "linear_silu_inplace"
+
+
+def _inplace_activation_after_narrow(spec: NetSpec, index: int) -> bool:
+    """A Linear with an in-place activation (not the residual) after a narrow_swap."""
+    return spec.layers[index].kind in ("linear_relu_inplace", "linear_silu_inplace") and any(
+        earlier.kind == "narrow_swap" for earlier in spec.layers[:index]
+    )
 
 
 def _in_compiled_checkpoint(spec: NetSpec, index: int) -> bool:
@@ -66,56 +118,49 @@ def _in_compiled_checkpoint(spec: NetSpec, index: int) -> bool:
 
 
 KNOWN_ISSUES += (
-    KnownIssue(
+    _layer_issue(
         "inplace-update-in-checkpoint-wrong-grad",
         "in-place updates inside a checkpointed function (y = linear(x); y += x; y.mul_(0.5)) are wrong under "
         "thunderfx: the y.mul_(0.5) is lost, so the output (when used after the checkpoint) and the gradients are "
         "2x eager's; correct without the checkpoint; the same with the stock converter",
         ("forward-divergence", "gradient-divergence"),
-        lambda spec: any(
-            layer.kind == "inplace_residual" and _in_compiled_checkpoint(spec, i) for i, layer in enumerate(spec.layers)
-        ),
+        lambda spec, i: spec.layers[i].kind == "inplace_residual" and _in_compiled_checkpoint(spec, i),
     ),
-    KnownIssue(
+    _layer_issue(
         "inplace-silu-wrong-grad",
         "nn.SiLU(inplace=True) after a Linear gives wrong gradients for the input and the Linear's parameters "
         "under thunderfx (~10% off, up to 3x per element): always outside checkpoints; inside a checkpoint when "
         "more ops follow it there (e.g. GELU, SwiGLU); not checkpoint-specific",
         ("gradient-divergence",),
-        lambda spec: any(layer.kind == "linear_silu_inplace" for layer in spec.layers),
+        _is_inplace_silu,
+        _as_linear(_is_inplace_silu),
     ),
-    KnownIssue(
+    _layer_issue(
         "dropout-in-checkpoint-fresh-mask",
         "on CPU, dropout inside a checkpointed function is recomputed in backward with a fresh random mask "
         "(thunder's RNG replay, uniform_philox, is CUDA-only), so the gradients belong to another sample than "
         "the forward: checkpoint-specific (thunderfx without the checkpoint is consistent); preserve_rng_state=True "
         "is ignored; the same with the stock converter",
         ("gradient-divergence",),
-        lambda spec: (
-            spec.device == "cpu"
-            and any(
-                LAYER_KINDS[layer.kind].random and _in_compiled_checkpoint(spec, i)
-                for i, layer in enumerate(spec.layers)
-            )
+        lambda spec, i: (
+            spec.device == "cpu" and LAYER_KINDS[spec.layers[i].kind].random and _in_compiled_checkpoint(spec, i)
         ),
     ),
-    KnownIssue(
+    _layer_issue(
         "narrow-then-inplace-crash",
         "Tensor.narrow (which thunderfx sends to its fallback) followed later by an in-place activation "
         "(nn.ReLU/SiLU(inplace=True) after a Linear) crashes thunderfx: 'RuntimeError: Attempting to reshape "
         "a.shape=(1, 2) to shape=(1, 1)'; with or without checkpoints (thunder-general)",
         ("thunder-crash",),
-        lambda spec: any(
-            layer.kind == "narrow_swap" and any(LAYER_KINDS[later.kind].inplace for later in spec.layers[i + 1 :])
-            for i, layer in enumerate(spec.layers)
-        ),
+        _inplace_activation_after_narrow,
+        _as_linear(_inplace_activation_after_narrow),
     ),
 )
 
 
-def _op_call(spec: NetSpec, ops: tuple[str, ...], where: Callable[[dict], bool] = lambda params: True) -> bool:
-    """Whether ``spec`` has an op layer (fuzz.ops) of one of ``ops`` whose params satisfy ``where``."""
-    return any(layer.params.get("op") in ops and where(layer.params) for layer in spec.layers if "op" in layer.params)
+def _op_layer(ops: tuple[str, ...], where: Callable[[dict], bool] = lambda params: True) -> LayerTrigger:
+    """A trigger: an op layer (fuzz.ops) of one of ``ops`` whose params satisfy ``where``."""
+    return lambda spec, i: spec.layers[i].params.get("op") in ops and where(spec.layers[i].params)
 
 
 def _float_tensor_args(params: dict) -> list[dict]:
@@ -131,69 +176,65 @@ _INPLACE_WRONG = frozenset(
 
 # Found by the op sweep (thunder's OpInfo samples through thunderfx inside one checkpoint).
 KNOWN_ISSUES += (
-    KnownIssue(
+    _layer_issue(
         "binary-op-zero-dim-tensor-crash",
         "a binary op (add, sub, mul, div, true_divide, atan2, maximum, minimum) of a (4, 4) tensor and a 0-dim tensor "
         "that requires grad crashes thunderfx in every call form: 'RuntimeError: shape [1] is invalid for input of "
         "size 16'; with or without checkpoints (thunder-general)",
         ("thunder-crash",),
-        lambda spec: _op_call(
-            spec,
+        _op_layer(
             ("add", "sub", "mul", "true_divide", "div", "atan2", "maximum", "minimum"),
             lambda p: any(a["tensor"] == [] for a in _float_tensor_args(p)[1:]),
         ),
     ),
-    KnownIssue(
+    _layer_issue(
         "zero-gradient-output-loses-requires-grad",
         "the output of an op whose derivative is zero (ceil, floor, round, trunc, sign) or that is empty "
         "(repeat with a 0) does not require grad under thunderfx, where eager's does, so backward raises "
         "'element 0 of tensors does not require grad' (thunder-general)",
         ("thunder-crash",),
-        lambda spec: (
-            _op_call(spec, ("ceil", "floor", "round", "trunc", "sign"))
-            or _op_call(spec, ("repeat",), lambda p: 0 in _ints(p["args"][1:]))
+        lambda spec, i: (
+            _op_layer(("ceil", "floor", "round", "trunc", "sign"))(spec, i)
+            or _op_layer(("repeat",), lambda p: 0 in _ints(p["args"][1:]))(spec, i)
         ),
     ),
-    KnownIssue(
+    _layer_issue(
         "expand-to-zero-size-crash",
         "Tensor.expand of a (1, 1) tensor to size (0, 0) crashes thunderfx: a bare AssertionError (thunder-general)",
         ("thunder-crash",),
-        lambda spec: _op_call(spec, ("expand",), lambda p: 0 in _ints(p["args"][1:])),
+        _op_layer(("expand",), lambda p: 0 in _ints(p["args"][1:])),
     ),
-    KnownIssue(
+    _layer_issue(
         "negative-pad-crash",
         "F.pad with negative padding (cropping) crashes thunderfx with a bare AssertionError (thunder-general)",
         ("thunder-crash",),
-        lambda spec: _op_call(
-            spec, ("torch_pad",), lambda p: any(i < 0 for i in _ints([*p["args"][1:2], p["kwargs"].get("pad")]))
-        ),
+        _op_layer(("torch_pad",), lambda p: any(i < 0 for i in _ints([*p["args"][1:2], p["kwargs"].get("pad")]))),
     ),
-    KnownIssue(
+    _layer_issue(
         "index-add-inductor-lowering-crash",
         "index_add (function, method, in-place) is sent to thunderfx's inductor fallback, whose lowering of "
         "aten.index_put_ fails: 'InductorError: LoweringException: AssertionError' (thunder-general)",
         ("thunder-crash",),
-        lambda spec: _op_call(spec, ("index_add",)),
+        _op_layer(("index_add",)),
     ),
-    KnownIssue(
+    _layer_issue(
         "nll-loss-unbatched-dtype-crash",
         "F.nll_loss of an unbatched (1-D) float32 input and a 0-dim target crashes thunderfx: 'RuntimeError: "
         "expected scalar type Float but found Double' (thunder-general)",
         ("thunder-crash",),
-        lambda spec: _op_call(spec, ("nll_loss",), lambda p: len(_float_tensor_args(p)[0]["tensor"]) == 1),
+        _op_layer(("nll_loss",), lambda p: len(_float_tensor_args(p)[0]["tensor"]) == 1),
     ),
-    KnownIssue(
+    _layer_issue(
         "sdpa-fully-masked-row-nan",
         "F.scaled_dot_product_attention with a boolean attn_mask that masks a whole row: thunderfx's output and "
         "gradients hold NaN where eager's are finite (thunder-general)",
         ("forward-divergence", "gradient-divergence"),
-        lambda spec: _op_call(
-            spec,
+        _op_layer(
             ("scaled_dot_product_attention",),
             lambda p: any(_masks_a_whole_row(a) for a in [*p["args"], *p["kwargs"].values()]),
         ),
     ),
-    KnownIssue(
+    _layer_issue(
         "inplace-op-on-clone-wrong-grad",
         "outside checkpoints, an in-place unary op on a clone of a computed tensor (`y.clone().abs_()`, sin_, "
         "cos_, log_, sqrt_, erf_, ... whose backward needs its input) gets a wrong gradient under thunderfx, "
@@ -201,54 +242,49 @@ KNOWN_ISSUES += (
         "remainder_/fmod-like ops raise autograd's 'modified by an inplace operation' instead; correct inside a "
         "checkpoint (thunder-general)",
         ("gradient-divergence", "thunder-crash"),
-        lambda spec: any(
-            layer.params.get("form") == "inplace"
-            and layer.params["op"] in _INPLACE_WRONG
+        lambda spec, i: (
+            spec.layers[i].params.get("form") == "inplace"
+            and spec.layers[i].params["op"] in _INPLACE_WRONG
             and not _in_compiled_checkpoint(spec, i)
-            for i, layer in enumerate(spec.layers)
         ),
     ),
-    KnownIssue(
+    _layer_issue(
         "lerp-zero-dim-inductor-cpp-error",
         "torch.lerp of three 0-dim tensors inside a checkpoint: thunderfx sends the region to inductor, whose "
         "vectorized C++ kernel does not compile on CPU ('invalid cast from Vectorized<float> to float'); "
         "without the checkpoint thunder runs it (checkpoint-specific)",
         ("thunder-crash",),
-        lambda spec: (
+        lambda spec, i: (
             spec.device == "cpu"
-            and any(
-                layer.params.get("op") == "lerp"
-                and all(a["tensor"] == [] for a in _float_tensor_args(layer.params))
-                and _in_compiled_checkpoint(spec, i)
-                for i, layer in enumerate(spec.layers)
-            )
+            and _op_layer(("lerp",), lambda p: all(a["tensor"] == [] for a in _float_tensor_args(p)))(spec, i)
+            and _in_compiled_checkpoint(spec, i)
         ),
     ),
-    KnownIssue(
+    _layer_issue(
         "max-pool-stride-none-crash",
         "F.max_pool3d (and its 1d/2d siblings) with stride=None (the documented default: the kernel size) crashes "
         "thunderfx: 'aten::max_pool3d_with_indices() Expected a value of type List[int] for argument stride but "
         "instead found type NoneType' (thunder-general; found by the nightly campaign's op sweep)",
         ("thunder-crash",),
-        lambda spec: _op_call(spec, ("max_pool1d", "max_pool2d", "max_pool3d"), lambda p: _stride(p) is None),
+        _op_layer(("max_pool1d", "max_pool2d", "max_pool3d"), lambda p: _stride(p) is None),
     ),
-    KnownIssue(
+    _layer_issue(
         "sigmoid-grad-nan-large-negative",
         "thunderfx's sigmoid gradient is NaN for inputs below about -90 (float32), where eager's is 0: "
         "torch.sigmoid(torch.tensor(-500.)) backward; reached when a sigmoid follows an op whose output grows "
         "large (sinh, exp, pow, ...) (thunder-general; found by the nightly campaign)",
         ("gradient-divergence",),
-        lambda spec: any(
-            _applies_sigmoid(layer) and any(later.params.get("op") in _EXPLOSIVE for later in spec.layers[:i])
-            for i, layer in enumerate(spec.layers)
+        # The trigger is the explosive op before a sigmoid (deleting it takes the large inputs away).
+        lambda spec, i: (
+            spec.layers[i].params.get("op") in _EXPLOSIVE and any(map(_applies_sigmoid, spec.layers[i + 1 :]))
         ),
     ),
-    KnownIssue(
+    _layer_issue(
         "hardsigmoid-float64-grad-imprecise",
         "in float64, thunderfx's hardsigmoid gradient is off by ~2e-8 (float32 precision: a float32 1/6), where "
         "eager is exact (thunder-general)",
         ("gradient-divergence",),
-        lambda spec: spec.dtype == "float64" and _op_call(spec, ("hardsigmoid",)),
+        lambda spec, i: spec.dtype == "float64" and _op_layer(("hardsigmoid",))(spec, i),
     ),
 )
 

@@ -6,9 +6,10 @@ forward divergence and a crash as two bugs, each with its own minimal network.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
-from fuzz.parity import compare
+from fuzz.parity import accuracy_ratio, compare, failure_class
 
 
 class Triage(Exception):
@@ -63,6 +64,13 @@ class GradientDivergence(ParityFailure):
     failure_class = "gradient-divergence"
 
 
+class AccuracyGap(ParityFailure):
+    """No structural divergence, but thunderfx's error against float64 is many times eager's (``ratio``)."""
+
+    failure_class = "accuracy"
+    ratio: float = 0.0
+
+
 class ThunderCrash(ParityFailure):
     """Thunderfx raised where eager ran; chained to thunder's own exception, whose type is ``error_type``."""
 
@@ -85,6 +93,13 @@ class WorkerCrash(ParityFailure):
     failure_class = "worker-crash"
 
 
+class HarnessError(Exception):
+    """An exception raised by the harness's own code while it ran thunder: a bug of ours, never blamed on thunder.
+
+    Chained to the original exception, whose traceback says where in the harness it was raised.
+    """
+
+
 def with_triage(failure: ParityFailure, triage: Triage) -> ParityFailure:
     """``failure`` with ``triage`` chained as its cause (thunder's own exception, if any, behind it).
 
@@ -97,17 +112,30 @@ def with_triage(failure: ParityFailure, triage: Triage) -> ParityFailure:
 
 
 def judge(
-    thunder_result: tuple, expected_result: tuple, reference_result: tuple | None = None, baseline: str = "eager"
+    thunder_result: tuple,
+    expected_result: tuple,
+    reference_result: tuple | None = None,
+    baseline: str = "eager",
+    probe: Callable[[], list] | None = None,
 ) -> ParityFailure | None:
     """The failure (not raised) when ``thunder_result`` diverges from ``expected_result``, else None.
 
     ``expected_result`` is eager's run unless ``baseline`` names another (its name then heads the
-    message); ``reference_result`` the float64 eager run for lower-precision networks (see `fuzz.parity`).
+    message); ``reference_result`` the float64 eager run for lower-precision networks, ``probe`` the
+    nudged eager runs that tell a low-precision threshold flip from an error (see `fuzz.parity`).
     """
-    forward, gradients = compare(thunder_result, expected_result, reference_result)
+    forward, gradients = compare(thunder_result, expected_result, reference_result, probe)
     header = [] if baseline == "eager" else [f"judged against {baseline}"]
-    if forward:
+    kind = failure_class(forward, gradients, expected_result[0].dtype)
+    if kind == "accuracy":
+        ratio = accuracy_ratio(forward + gradients)
+        gap = AccuracyGap(
+            "\n".join([f"thunderfx's error against float64 is {ratio:.3g}x eager's", *forward, *gradients])
+        )
+        gap.ratio = ratio
+        return gap
+    if kind == "forward-divergence":
         return ForwardDivergence("\n".join(header + forward + gradients))
-    if gradients:
+    if kind == "gradient-divergence":
         return GradientDivergence("\n".join(header + gradients))
     return None

@@ -27,6 +27,13 @@ def _without_layer(spec: NetSpec, index: int) -> NetSpec:
     return replace(spec, layers=spec.layers[:index] + spec.layers[index + 1 :], checkpoints=checkpoints)
 
 
+def without_layers(spec: NetSpec, indexes: list[int]) -> NetSpec:
+    """``spec`` without the layers at ``indexes``, checkpoint spans shrunk (and dropped when emptied) to match."""
+    for index in sorted(indexes, reverse=True):
+        spec = _without_layer(spec, index)
+    return spec
+
+
 def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
     for index in range(len(spec.layers)):
         yield _without_layer(spec, index)
@@ -44,7 +51,8 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
         yield replace(spec, vocab=None, input_requires_grad=True)
 
 
-def _valid(spec: NetSpec) -> bool:
+def valid(spec: NetSpec) -> bool:
+    """Whether ``spec`` passes `validate`."""
     try:
         validate(spec)
     except SpecError:
@@ -59,7 +67,7 @@ def reduce_spec(spec: NetSpec, still_fails: Callable[[NetSpec], bool], max_check
     while progress and checks < max_checks:
         progress = False
         for candidate in _candidates(spec):
-            if len(candidate.layers) and _valid(candidate):
+            if len(candidate.layers) and valid(candidate):
                 checks += 1
                 if still_fails(candidate):
                     spec, progress = candidate, True

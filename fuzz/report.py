@@ -6,6 +6,10 @@ import hashlib
 import inspect
 import json
 import os
+import re
+import subprocess
+import sys
+import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -14,15 +18,16 @@ from typing import Any
 
 import fuzz.parity
 from fuzz.coverage import traits
-from fuzz.fix import meta_preserving_checkpoint_function_converter
+from fuzz.fix import describe, meta_preserving
 from fuzz.harness import Outcome
 from fuzz.model_builder import network_source
-from fuzz.oracle import ParityFailure
+from fuzz.oracle import ParityFailure, ThunderCrash
 from fuzz.spec import NetSpec
 
 _REPRO_MAIN = """
 
-def main():
+def _verdict():
+    \"\"\"(failure class or "pass", thunder's exception type for a crash) of thunderfx on this network.\"\"\"
     import copy
     import traceback
 
@@ -31,38 +36,72 @@ def main():
     from thunder.dynamo import thunderfx
 
     if CONVERTER == "fixed":
-        thunder.dynamo.utils._checkpoint_function_converter = meta_preserving_checkpoint_function_converter
+        stock = thunder.dynamo.utils._checkpoint_function_converter
+        thunder.dynamo.utils._checkpoint_function_converter = meta_preserving(stock)
     if EXECUTORS:  # else thunder's default executors
         thunder.extend.set_default_executors([thunder.extend.get_executor(name) for name in EXECUTORS])
     net, x, cotangent = make_example()
-    if RANDOM:
-        # Eager and thunder draw different random streams: the expected result is thunderfx's
-        # own run of the same network without checkpoints, under the same seed.
-        plain, _, _ = make_example(checkpointing=False)
-        expected, reference = forward_backward(thunderfx(plain), plain, fresh_input(x), cotangent), None
-    else:
+    try:
+        if RANDOM:
+            # Eager and thunder draw different random streams: the expected result is thunderfx's
+            # own run of the same network without checkpoints, under the same seed.
+            plain, _, _ = make_example(checkpointing=False)
+            expected = forward_backward(thunderfx(plain), plain, fresh_input(x), cotangent)
+            reference, probe = None, None
+        thunder_net = copy.deepcopy(net)
+        result = forward_backward(thunderfx(thunder_net), thunder_net, fresh_input(x), cotangent)
+    except Exception as error:
+        traceback.print_exc()
+        return "thunder-crash", type(error).__name__
+    if not RANDOM:
         eager_net = copy.deepcopy(net)
         expected = forward_backward(eager_net, eager_net, fresh_input(x), cotangent)
         reference = float64_reference(net, x, cotangent) if DTYPE != torch.float64 else None
-    thunder_net = copy.deepcopy(net)
-    try:
-        result = forward_backward(thunderfx(thunder_net), thunder_net, fresh_input(x), cotangent)
-    except Exception:
-        traceback.print_exc()
-        print("REPRODUCED: thunderfx raised where eager ran")
-        return 1
-    forward, gradients = compare(result, expected, reference)
+        probe = lambda: nudged_runs(net, x, cotangent)  # noqa: E731
+    forward, gradients = compare(result, expected, reference, probe)
     for line in forward + gradients:
         print(line)
-    if forward or gradients:
-        print(f"REPRODUCED: {len(forward)} forward and {len(gradients)} gradient mismatches")
+    return failure_class(forward, gradients, DTYPE) or "pass", ""
+
+
+def main():
+    try:
+        verdict, error_type = _verdict()
+    except Exception:
+        import traceback
+
+        traceback.print_exc()
+        print("COULD NOT RUN: the repro failed outside thunderfx's run")
+        return 2
+    if verdict == "pass":
+        print(f"NOT REPRODUCED: thunderfx matches {'itself without checkpoints' if RANDOM else 'eager'}")
+        return 0
+    if (verdict, error_type) == (EXPECTED_CLASS, EXPECTED_ERROR):
+        print(f"REPRODUCED: {verdict} {error_type}".rstrip())
         return 1
-    print(f"NOT REPRODUCED: thunderfx matches {'itself without checkpoints' if RANDOM else 'eager'}")
-    return 0
+    print(f"OTHER FAILURE: {verdict} {error_type} where {EXPECTED_CLASS} {EXPECTED_ERROR} was recorded")
+    return 2
 
 
 if __name__ == "__main__":
     sys.exit(main())
+"""
+
+# First in every repro.py: an exception before `main` (an import that fails) exits 2, not Python's 1.
+_REPRO_PRELUDE = """from __future__ import annotations
+
+import os
+import sys
+
+
+def _could_not_run(kind, value, tb):
+    sys.__excepthook__(kind, value, tb)
+    print("COULD NOT RUN: the repro failed before thunderfx ran", flush=True)
+    sys.stderr.flush()
+    os._exit(2)
+
+
+sys.excepthook = _could_not_run
 """
 
 
@@ -77,11 +116,12 @@ def spec_digest(spec: NetSpec) -> str:
 
 
 def failure_id(spec: NetSpec, failure: ParityFailure) -> str:
-    """A stable id for a bug: failure class, triage label and a hash of what the minimal network is made of.
+    """A stable id for a bug: failure class, triage label and a hash of what tells this failure apart.
 
-    The hash covers the layer kinds (an op layer's call), the checkpoint APIs and, for a crash,
-    thunder's exception type: not sizes, dtype or seed, so two runs (or two shards) that shrink the same bug to
-    slightly different networks name it alike.
+    The hash covers the layer kinds (an op layer's call), the checkpoint APIs, the dtype, and what
+    failed: thunder's exception type and message (numbers blanked) for a crash, the tensors that did
+    not match otherwise. Not sizes or seed, so two shards that shrink the same bug to slightly
+    different networks name it alike; `write_failure` keeps both networks.
     """
     essence = {
         # An op layer by its callable (which names the form) and keyword arguments: each op's bug gets its own id.
@@ -90,31 +130,58 @@ def failure_id(spec: NetSpec, failure: ParityFailure) -> str:
             for layer in spec.layers
         ],
         "checkpoints": [c.api for c in spec.checkpoints],
-        "error": getattr(failure, "error_type", ""),
+        "dtype": spec.dtype,
+        "what": _what_failed(failure),
     }
     digest = hashlib.sha1(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:8]
     return f"{failure.signature}-{digest}"
 
 
-def repro_source(spec: NetSpec, failure: ParityFailure, converter: str, executors: Sequence[str] = ()) -> str:
-    """A standalone script (plain torch + thunder) that exits 1 when the failure reproduces and 0 when not.
+def _what_failed(failure: ParityFailure) -> list[str]:
+    """A crash's exception type and message with numbers blanked; else the names of the tensors that differ."""
+    lines = str(failure).splitlines()
+    if isinstance(failure, ThunderCrash):
+        return [failure.error_type, re.sub(r"\d+(\.\d+)?", "#", lines[0] if lines else "")[:200]]
+    return sorted({line.partition(":")[0] for line in lines if line.startswith(("output:", "grad of "))})
 
-    ``executors``: thunder's default executors the failure was found with (empty: thunder's own defaults).
+
+def repro_source(
+    spec: NetSpec,
+    failure: ParityFailure,
+    converter: str,
+    executors: Sequence[str] = (),
+    versions: str = "",
+) -> str:
+    """A standalone script (plain torch + thunder): exit 0 when thunderfx matches, 1 when the same failure
+    (class, and exception type for a crash) reproduces, 2 on anything else (bisect-safe).
+
+    ``executors``: thunder's default executors the failure was found with (empty: thunder's own defaults);
+    ``versions``: the thunder, torch and converter it was found with (default: the installed ones).
     """
     summary = str(failure).splitlines()[0] if str(failure) else ""
-    converter_source = inspect.getsource(meta_preserving_checkpoint_function_converter) if converter == "fixed" else ""
+    converter_source = inspect.getsource(meta_preserving) if converter == "fixed" else ""
     return (
-        f'"""Repro: {failure.failure_class} ({failure.triage}) of thunderfx against eager PyTorch '
-        f"(converter: {converter}).\n\n"
+        f'"""Repro: {failure.failure_class} ({failure.triage}) of thunderfx against eager PyTorch.\n\n'
+        f"Found with {versions or found_with(converter)}.\n"
         f"First observed: {summary}\n"
-        'Exits 1 when the divergence reproduces, 0 when it does not. Needs only torch and lightning-thunder.\n"""\n\n'
-        "import sys\n\n"
+        "Exit status: 0 thunderfx matches, 1 this failure reproduces, 2 anything else (could not run, another "
+        'failure).\nNeeds only torch and lightning-thunder.\n"""\n\n'
+        + _REPRO_PRELUDE
         + network_source(spec)
-        + f"\n\nCONVERTER = {converter!r}\nEXECUTORS = {list(executors)!r}\nRANDOM = {spec.random}\n\n\n"
+        + f"\n\nCONVERTER = {converter!r}\nEXECUTORS = {list(executors)!r}\nRANDOM = {spec.random}\n"
+        + f"EXPECTED_CLASS = {failure.failure_class!r}\nEXPECTED_ERROR = {getattr(failure, 'error_type', '')!r}\n\n\n"
         + inspect.getsource(fuzz.parity)
         + ("\n\n\n" + converter_source if converter_source else "")
         + _REPRO_MAIN
     )
+
+
+def found_with(converter: str) -> str:
+    """The installed thunder and torch, and the converter ``converter`` on them, in words."""
+    import thunder
+    import torch
+
+    return f"lightning-thunder {thunder.__version__}, torch {torch.__version__}; converter {describe(converter)}"
 
 
 def write_atomically(path: Path, text: str) -> None:
@@ -132,14 +199,55 @@ def write_failure(
     name: str | None = None,
     executors: Sequence[str] = (),
 ) -> Path:
-    """Write ``<artifacts>/<name or failure-id>/{spec.json,repro.py,failure.txt,triage.txt}``; returns the directory."""
+    """Write ``<artifacts>/<name or failure-id>/{spec.json,repro.py,failure.txt,triage.txt}``; returns the directory.
+
+    Never overwrites another network: when the folder already holds a different spec (the same bug,
+    shrunk to another network), this one goes to its ``variants/<spec digest>/`` folder instead.
+    """
     directory = artifacts / (name or failure_id(spec, failure))
+    spec_json = spec.to_json() + "\n"
+    if (directory / "spec.json").exists() and (directory / "spec.json").read_text() != spec_json:
+        directory = directory / "variants" / spec_digest(spec)
     directory.mkdir(parents=True, exist_ok=True)
-    write_atomically(directory / "spec.json", spec.to_json() + "\n")
+    write_atomically(directory / "spec.json", spec_json)
     write_atomically(directory / "repro.py", repro_source(spec, failure, converter, executors))
     write_atomically(directory / "failure.txt", f"{type(failure).__name__}: {failure}\n")
     write_atomically(directory / "triage.txt", f"{failure.triage}: {failure.__cause__}\n")
     return directory
+
+
+@dataclass
+class Confirmation:
+    """The verdict of a failure's repro.py run in a fresh interpreter."""
+
+    confirmed: bool
+    how: str
+    seconds: float
+
+
+def confirm(directory: Path, failure: ParityFailure, timeout_s: float) -> Confirmation:
+    """Run ``directory/repro.py`` in a fresh interpreter; confirmed when it reproduces the same failure.
+
+    Exit 1 confirms a parity failure; a time-out or a death by signal confirms a time-out or a dead
+    worker (their repros hang or crash). The repro's output goes to ``confirmation.txt``.
+    """
+    start = time.perf_counter()
+    try:
+        run = subprocess.run(
+            [sys.executable, "repro.py"], cwd=directory, capture_output=True, text=True, timeout=timeout_s
+        )
+        status, output = run.returncode, run.stdout + run.stderr
+    except subprocess.TimeoutExpired as expired:
+        status, output = None, f"{expired.stdout or ''}{expired.stderr or ''}"
+    seconds = round(time.perf_counter() - start, 2)
+    if failure.failure_class in ("timeout", "worker-crash"):
+        confirmed = status is None or status < 0
+    else:
+        confirmed = status == 1
+    how = f"timed out after {timeout_s:g} s" if status is None else f"exit status {status}"
+    verdict = "reproduced in a fresh interpreter" if confirmed else "NOT reproduced in a fresh interpreter"
+    write_atomically(directory / "confirmation.txt", f"{verdict} ({how}, {seconds} s)\n\n{output[-20000:]}")
+    return Confirmation(confirmed, f"{verdict} ({how})", seconds)
 
 
 @dataclass
@@ -166,6 +274,8 @@ class CampaignStats:
     known_issues: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
     known_issue_checks: dict[str, str] = field(default_factory=dict)  # id -> verdict of --known-issues check
     discarded: int = 0  # drawn specs not run (a known issue they match is excluded or slow)
+    known_class_failures: int = 0  # failing examples that matched a known issue of their failure class
+    known_explained_failures: int = 0  # of those, the ones that went away without the issue's trigger
     # "<op> <form>" of op layers inside checkpoints -> [examples thunder compiled them in, fell back, failed]
     op_coverage: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
     op_split_reasons: defaultdict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
@@ -218,17 +328,22 @@ class CampaignStats:
             if failed:
                 self.op_coverage[key][2] += 1
 
-    def record_final_failure(self, failure: ParityFailure, directory: Path, elapsed_s: float) -> None:
+    def record_final_failure(
+        self, failure: ParityFailure, directory: Path, elapsed_s: float, confirmation: Confirmation | None
+    ) -> None:
         """A failure Hypothesis finished shrinking, ``elapsed_s`` into the campaign, written to ``directory``."""
         self.failures.append(
             {
-                "id": directory.name,
+                "id": failure_id(NetSpec.from_json((directory / "spec.json").read_text()), failure),
                 "class": failure.failure_class,
                 "triage": failure.triage,
                 "message": str(failure).splitlines()[0] if str(failure) else "",
                 "repro": str(directory / "repro.py"),
                 "shrunk_after_s": round(elapsed_s, 2),
                 "after_examples": self.examples,
+                "confirmed": None if confirmation is None else confirmation.confirmed,
+                "confirmation": "not checked" if confirmation is None else confirmation.how,
+                "confirmation_seconds": None if confirmation is None else confirmation.seconds,
             }
         )
 
@@ -253,6 +368,8 @@ class CampaignStats:
             "known_issues": dict(self.known_issues),
             "known_issue_checks": self.known_issue_checks,
             "discarded": self.discarded,
+            "known_class_failures": self.known_class_failures,
+            "known_explained_failures": self.known_explained_failures,
             "op_coverage": dict(sorted(self.op_coverage.items())),
             "op_split_reasons": {key: dict(reasons) for key, reasons in sorted(self.op_split_reasons.items())},
             "op_first_compiled_s": self.op_first_compiled_s,
@@ -280,6 +397,8 @@ class CampaignStats:
             known_issues=defaultdict(lambda: [0, 0], data["known_issues"]),
             known_issue_checks=dict(data["known_issue_checks"]),
             discarded=data.get("discarded", 0),
+            known_class_failures=data.get("known_class_failures", 0),
+            known_explained_failures=data.get("known_explained_failures", 0),
             op_coverage=defaultdict(lambda: [0, 0, 0], data.get("op_coverage", {})),
             op_split_reasons=defaultdict(
                 Counter, {key: Counter(reasons) for key, reasons in data.get("op_split_reasons", {}).items()}
@@ -300,6 +419,8 @@ class CampaignStats:
             "converter_disagreements",
             "converter_verdict_changes",
             "discarded",
+            "known_class_failures",
+            "known_explained_failures",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for key, counts in other.op_coverage.items():

@@ -2,7 +2,8 @@
 
 A fault replaces the thunder op that `_checkpoint_function_converter` substitutes for one torch
 op. That mapping is used only inside checkpointed functions, so the fault appears only there.
-As a plugin (`-p tests.faults`), the fault named by $FUZZ_INJECT_FAULT is installed for the run.
+As a plugin (`-p tests.faults`), the fault named by $FUZZ_INJECT_FAULT is installed in the pytest
+processes of the run only; tests/fault_site also installs it in every other Python process (a repro.py).
 """
 
 from __future__ import annotations
@@ -113,9 +114,18 @@ def _broken_harness(spec):
     raise KeyError("a bug injected into the harness (tests/faults.py)")
 
 
-def pytest_configure(config) -> None:
-    if name := os.environ.get("FUZZ_INJECT_FAULT"):
+_installed_from_environment: list[str] = []
+
+
+def install_from_environment() -> None:
+    """Install the fault $FUZZ_INJECT_FAULT names, once per process (see tests/fault_site)."""
+    if (name := os.environ.get("FUZZ_INJECT_FAULT")) and not _installed_from_environment:
         install(name)
+        _installed_from_environment.append(name)
+
+
+def pytest_configure(config) -> None:
+    install_from_environment()
     if os.environ.get("FUZZ_INJECT_HARNESS_ERROR"):  # a bug of ours, not thunder's: on every example
         import fuzz.campaign
 

@@ -8,13 +8,20 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+import fuzz.fix
 from fuzz.fix import (
+    FIXED_CONVERTER,
     STOCK_CONVERTER,
+    StaleFixError,
     converter_for,
-    meta_preserving_checkpoint_function_converter,
+    describe,
+    fixed_converter,
+    meta_preserving,
     stock_converter_preserves_meta,
     use_converter,
 )
+
+meta_preserving_checkpoint_function_converter = FIXED_CONVERTER
 
 
 class _Net(nn.Module):
@@ -66,6 +73,33 @@ def test_every_converted_node_keeps_the_meta_of_the_node_it_replaced(checkpoint_
         assert node.meta.keys() == meta.keys() and "example_value" in meta
         assert node.meta["example_value"].shape == meta["example_value"].shape
         assert node.meta["example_value"].dtype == meta["example_value"].dtype
+
+
+def test_the_fix_is_thunders_own_converter_plus_the_copied_meta(checkpoint_body):
+    fixed, stock = copy.deepcopy(checkpoint_body), copy.deepcopy(checkpoint_body)
+    FIXED_CONVERTER(fixed)
+    STOCK_CONVERTER(stock)
+    assert fixed.code == stock.code  # the same graph: only the meta differs
+    assert [n.target for n in fixed.graph.nodes] == [n.target for n in stock.graph.nodes]
+    assert torch.fx.Node.replace_all_uses_with.__name__ == "replace_all_uses_with"  # restored after the call
+    assert "wrapped to copy each replaced node's meta" in describe("fixed") and "unmodified" in describe("stock")
+
+
+def test_a_converter_the_fix_no_longer_applies_to_is_a_clear_error(monkeypatch):
+    def rewrites_targets_in_place(gm):  # a thunder whose converter no longer replaces nodes
+        for node in gm.graph.nodes:
+            if node.op == "call_function":
+                node.target = thunder_dynamo_utils._torch_to_thunder_function_map[node.target]
+                node.meta = {}
+        gm.recompile()
+
+    monkeypatch.setattr(fuzz.fix, "FIXED_CONVERTER", meta_preserving(rewrites_targets_in_place))
+    fixed_converter.cache_clear()
+    try:
+        with pytest.raises(StaleFixError, match="no longer replaces nodes through Node.replace_all_uses_with"):
+            converter_for("fixed")
+    finally:
+        fixed_converter.cache_clear()
 
 
 def test_stock_converter_drops_the_meta(checkpoint_body):
