@@ -26,6 +26,19 @@ def test_a_budget_spent_before_the_first_example_ends_every_shard_cleanly(tmp_pa
     assert "DEBUG" not in run.stdout + run.stderr
 
 
+def test_a_budget_spent_after_replaying_the_database_ends_every_shard_cleanly(tmp_path):
+    # A database from an earlier run: Hypothesis replays it, the budget runs out, and then its first
+    # generated example (the simplest) overruns. That used to fail with "the smallest natural input
+    # for this test is very large" while the summary said nothing failed.
+    first, _ = _run(tmp_path, "--hypothesis-profile", "nightly", "--fuzz-minutes", "0.1")
+    assert first.returncode == 0 and any((tmp_path / "db").rglob("*")), first.stdout[-3000:]
+    # 0.06 s: the first replayed example starts within it, and the budget is gone when it ends.
+    run, summary = _run(tmp_path, "--hypothesis-profile", "nightly", "--fuzz-minutes", "0.001")
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert summary["result"] == "passed: nothing failed" and summary["harness_errors"] == []
+    assert summary["examples"] >= 1  # it did replay
+
+
 def test_an_error_of_the_harness_fails_the_run_and_is_named_in_the_summary_not_blamed_on_thunder(tmp_path):
     run, summary = _run(tmp_path, "--hypothesis-profile", "dev", FUZZ_INJECT_HARNESS_ERROR="1")
     assert run.returncode == 1, run.stdout[-3000:]
