@@ -266,16 +266,18 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
-    """A shard whose budget ran out before it drew any example ends cleanly.
+    """A shard whose budget ran out before Hypothesis generated a valid example ends cleanly.
 
-    Out of budget, every call ends at once (`mark_overrun`); with nothing drawn Hypothesis then
-    says that nothing satisfied the test, which is no failure of the campaign. (The other
-    complaint, that the smallest input overran, is suppressed in every profile: fuzz.profiles.)
+    Out of budget, every call ends at once (`mark_overrun`); Hypothesis then says that nothing
+    satisfied the test, whatever point it was at (replaying the database, after an explicit
+    example, before its first draw): no failure of the campaign. The same with budget left is
+    raised (a harness that rejects every network). The other complaint, that the smallest input
+    overran, is suppressed in every profile (fuzz.profiles).
     """
     try:
         return (yield)
     except Unsatisfiable:
-        if _shard(item) is None or not item.config.stash[CAMPAIGN].out_of_budget_before_first_example():
+        if _shard(item) is None or item.config.stash[CAMPAIGN].may_generate():
             raise
         item.stash[OUT_OF_BUDGET] = True
         return None

@@ -103,7 +103,6 @@ class Campaign:
         self._workers = workers
         self.set_items(config.shards)
         self._item_deadline = float("inf")
-        self._item_started_at = 0
         self._item_failures: list[Outcome] = []  # this item's unexpected failures
         self._outcomes: dict[str, tuple[Outcome, bool]] = {}  # spec JSON -> outcome, reproduced a known issue
         self._unshrunk: dict[str, Path] = {}
@@ -118,13 +117,8 @@ class Campaign:
         """A new test item (shard) starts: it gets its share of the budget."""
         self._item_failures.clear()
         self._outcomes.clear()
-        self._item_started_at = self.stats.examples + self.stats.discarded
         if self._item_budget_s is not None:
             self._item_deadline = time.monotonic() + self._item_budget_s
-
-    def out_of_budget_before_first_example(self) -> bool:
-        """The current item's budget is spent and it drew no example at all (not even one it discarded)."""
-        return not self.may_generate() and self.stats.examples + self.stats.discarded == self._item_started_at
 
     def may_generate(self) -> bool:
         """False once the current item's budget is spent, unless it has found a failure (its shrinking goes on)."""
@@ -608,8 +602,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         lines += op_family_lines(summary["op_family"])
     if summary["items_out_of_budget_before_first_example"]:
         lines.append(
-            f"{summary['items_out_of_budget_before_first_example']} test item(s) ran out of budget before their first "
-            "generated example (raise --fuzz-minutes to run them)"
+            f"{summary['items_out_of_budget_before_first_example']} test item(s) ran out of budget before Hypothesis "
+            "generated a valid example (raise --fuzz-minutes to run them)"
         )
     if first := summary["first_failure"]:
         lines.append(f"first failure after {first['after_s']} s (example {first['example']})")

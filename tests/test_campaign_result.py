@@ -39,6 +39,14 @@ def test_a_budget_spent_after_replaying_the_database_ends_every_shard_cleanly(tm
     assert summary["examples"] >= 1  # it did replay
 
 
+def test_a_budget_spent_on_the_explicit_example_ends_its_shard_cleanly(tmp_path):
+    # The decoder family's shard 0 first runs thunder's own network (an explicit example, seconds
+    # to compile); with the budget gone by then, every generated call overruns: Unsatisfiable.
+    run, summary = _run(tmp_path, "--hypothesis-profile", "nightly", "--fuzz-minutes", "0.01", "-k", "decoder")
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert summary["result"] == "passed: nothing failed" and summary["examples"] == 1
+
+
 def test_an_error_of_the_harness_fails_the_run_and_is_named_in_the_summary_not_blamed_on_thunder(tmp_path):
     run, summary = _run(tmp_path, "--hypothesis-profile", "dev", FUZZ_INJECT_HARNESS_ERROR="1")
     assert run.returncode == 1, run.stdout[-3000:]
