@@ -25,7 +25,7 @@ from fuzz.oracle import (
     judge,
     with_triage,
 )
-from fuzz.parity import nudged_runs
+from fuzz.parity import nudged_runs, right_one_precision_up
 from fuzz.runner import (
     CompileReport,
     Deadline,
@@ -161,6 +161,15 @@ def _probe(example: Example):
     return lambda: nudged_runs(example.net, example.input, example.cotangent)
 
 
+def _right_one_precision_up(example: Example, thunder: _ThunderRuns, converter: str, reference: tuple):
+    """Whether thunderfx is right on ``example`` in the next wider dtype, computed when called (`fuzz.parity`)."""
+
+    def thunder_run(net, x, cotangent):
+        return thunder(Example(net, x, cotangent), converter)[0]
+
+    return lambda: right_one_precision_up(thunder_run, example.net, example.input, example.cotangent, reference)
+
+
 def _triage(spec: NetSpec, eager: tuple, reference: tuple | None, thunder: _ThunderRuns) -> Triage:
     """Whether a failure of ``spec`` needs its checkpoints: run eager and thunderfx on its ``PlainNet``.
 
@@ -264,7 +273,8 @@ def check_spec(
 
     def run(name: str) -> ThunderRun:
         result, report, failure = thunder(example, name)
-        return result, report, failure or judge(result, expected, reference, baseline, probe)
+        up = _right_one_precision_up(example, thunder, name, reference) if reference is not None else None
+        return result, report, failure or judge(result, expected, reference, baseline, probe, up)
 
     result, report, failure = run("fixed" if converter == "both" else converter)
     if spec.random and isinstance(failure, (ForwardDivergence, GradientDivergence)):

@@ -65,7 +65,8 @@ class GradientDivergence(ParityFailure):
 
 
 class AccuracyGap(ParityFailure):
-    """No structural divergence, but thunderfx's error against float64 is many times eager's (``ratio``)."""
+    """Thunderfx's error against float64 is many times eager's (``ratio``), while it is right on the same network one
+    precision up: a matter of precision, triaged apart from wrong results."""
 
     failure_class = "accuracy"
     ratio: float = 0.0
@@ -117,20 +118,30 @@ def judge(
     reference_result: tuple | None = None,
     baseline: str = "eager",
     probe: Callable[[], list] | None = None,
+    right_one_precision_up: Callable[[], bool] | None = None,
 ) -> ParityFailure | None:
     """The failure (not raised) when ``thunder_result`` diverges from ``expected_result``, else None.
 
     ``expected_result`` is eager's run unless ``baseline`` names another (its name then heads the
     message); ``reference_result`` the float64 eager run for lower-precision networks, ``probe`` the
-    nudged eager runs that tell a low-precision threshold flip from an error (see `fuzz.parity`).
+    nudged eager runs that tell a low-precision threshold flip from an error, ``right_one_precision_up``
+    whether thunderfx is right on the network in a wider dtype (an `AccuracyGap` then; see `fuzz.parity`).
     """
     forward, gradients = compare(thunder_result, expected_result, reference_result, probe)
     header = [] if baseline == "eager" else [f"judged against {baseline}"]
-    kind = failure_class(forward, gradients, expected_result[0].dtype)
+    kind = failure_class(forward, gradients, right_one_precision_up)
     if kind == "accuracy":
         ratio = accuracy_ratio(forward + gradients)
+        dtype = str(expected_result[0].dtype).removeprefix("torch.")
         gap = AccuracyGap(
-            "\n".join([f"thunderfx's error against float64 is {ratio:.3g}x eager's", *forward, *gradients])
+            "\n".join(
+                [
+                    f"thunderfx's error against float64 is {ratio:.3g}x eager's in {dtype}, "
+                    "while it is right one precision up",
+                    *forward,
+                    *gradients,
+                ]
+            )
         )
         gap.ratio = ratio
         return gap

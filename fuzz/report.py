@@ -53,15 +53,28 @@ def _verdict():
     except Exception as error:
         traceback.print_exc()
         return "thunder-crash", type(error).__name__
+    up = None
     if not RANDOM:
         eager_net = copy.deepcopy(net)
         expected = forward_backward(eager_net, eager_net, fresh_input(x), cotangent)
         reference = float64_reference(net, x, cotangent) if DTYPE != torch.float64 else None
         probe = lambda: nudged_runs(net, x, cotangent)  # noqa: E731
+        if reference is not None:
+            up = lambda: right_one_precision_up(_thunderfx_run, net, x, cotangent, reference)  # noqa: E731
     forward, gradients = compare(result, expected, reference, probe)
     for line in forward + gradients:
         print(line)
-    return failure_class(forward, gradients, DTYPE) or "pass", ""
+    return failure_class(forward, gradients, up) or "pass", ""
+
+
+def _thunderfx_run(net, x, cotangent):
+    \"\"\"thunderfx's `forward_backward` of ``net``, or None where it raised.\"\"\"
+    from thunder.dynamo import thunderfx
+
+    try:
+        return forward_backward(thunderfx(net), net, fresh_input(x), cotangent)
+    except Exception:
+        return None
 
 
 def main():

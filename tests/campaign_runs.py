@@ -41,8 +41,15 @@ def campaign_command(tmp: Path, *extra: str, workers: int = 0, logging: bool = F
     ]
 
 
+def fault_everywhere(fault: str) -> dict[str, str]:
+    """The environment that injects ``fault`` into every Python process it starts (tests/fault_site): the
+    campaign's and the fresh interpreter that confirms each failure by running its repro.py."""
+    return {"FUZZ_INJECT_FAULT": fault, "PYTHONPATH": f"{ROOT / 'tests' / 'fault_site'}{os.pathsep}{ROOT}"}
+
+
 def run_campaign(tmp: Path, *extra: str, fault: str | None = FAULT, workers: int = 0) -> subprocess.CompletedProcess:
-    env = {**os.environ, "FUZZ_INJECT_FAULT": fault or "", "FUZZ_FAULT_MARKER": str(tmp / "fault-marker")}
+    """A campaign with ``fault`` in thunder (in every process it starts, see `fault_everywhere`)."""
+    env = {**os.environ, **(fault_everywhere(fault) if fault else {}), "FUZZ_FAULT_MARKER": str(tmp / "fault-marker")}
     command = campaign_command(tmp, *extra, workers=workers)
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 

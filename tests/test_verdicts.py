@@ -1,0 +1,203 @@
+"""Verdicts users can trust: no low-precision blind spots, an accuracy class, harness errors that are ours,
+known issues attributed only when their trigger explains the failure, bisect-safe repros confirmed in a
+fresh interpreter, and failure folders that never overwrite each other."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import fuzz.runner
+from fuzz.campaign import Campaign, CampaignConfig
+from fuzz.harness import check_spec
+from fuzz.known_issues import known_issues_for
+from fuzz.oracle import AccuracyGap, GradientDivergence, HarnessError, ThunderCrash, judge
+from fuzz.parity import mismatch
+from fuzz.report import confirm, failure_id, write_failure
+from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
+from tests.campaign_runs import fault_everywhere
+from tests.faults import injected
+
+TANH_IN_A_CHECKPOINT = NetSpec(features=4, batch=2, layers=[LayerSpec("tanh")], checkpoints=[CheckpointSpec(0, 1)])
+
+
+def _bfloat16(seed: int = 0, n: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    reference = torch.randn(n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    return reference, reference.to(torch.bfloat16)
+
+
+# -- the oracle's former blind spots, on constructed bfloat16 tensors (no flip probe shows a jump) --
+
+
+def test_a_one_element_gradient_returned_as_zero_fails():
+    reference, eager = _bfloat16(n=1)
+    assert mismatch(torch.zeros_like(eager), eager, reference, 1.0, sensitivity=0.0) is not None
+
+
+def test_a_small_scale_gradient_doubled_fails():
+    # Largest value 0.002 in an example of scale 1: the example's eps S slack hides it elementwise.
+    reference, _ = _bfloat16()
+    reference = reference / reference.abs().max() * 0.002
+    eager = reference.to(torch.bfloat16)
+    assert mismatch(eager, eager, reference, 1.0, sensitivity=0.0) is None
+    assert "systematic scale error" in mismatch(eager * 2, eager, reference, 1.0, sensitivity=0.0)
+
+
+def test_one_zeroed_element_is_a_flip_only_where_eager_itself_jumps_under_a_nudge():
+    reference, eager = _bfloat16(seed=2)
+    flipped = eager.clone()
+    flipped[7] = 0
+    assert mismatch(flipped, eager, reference, 2.0, sensitivity=0.0) is not None  # eager is smooth there
+    jumps = torch.zeros(64, dtype=torch.float64)
+    jumps[7] = eager[7].abs().item()  # a nudged eager run moved that element by as much
+    assert mismatch(flipped, eager, reference, 2.0, sensitivity=jumps) is None
+
+
+def test_a_threshold_flip_in_a_real_network_still_passes():
+    # masked_fill(x > 0.5): thunder's rounding puts elements on the other side; eager's nudged runs do too.
+    spec = NetSpec(features=64, batch=4, dtype="bfloat16", layers=[LayerSpec("masked_fill"), LayerSpec("tanh")])
+    assert check_spec(spec).failure is None
+
+
+def test_low_precision_error_is_an_accuracy_gap_only_when_thunder_is_right_one_precision_up():
+    reference, eager = _bfloat16()
+    truth = (reference.view(8, 8).sum(0), {"input": reference})
+    expected = (eager.view(8, 8).sum(0), {"input": eager})
+    thunder = (expected[0].clone(), {"input": (reference * 1.05).to(torch.bfloat16)})
+    gap = judge(thunder, expected, truth, probe=lambda: [], right_one_precision_up=lambda: True)
+    assert isinstance(gap, AccuracyGap) and gap.ratio > 4 and "right one precision up" in str(gap)
+    wrong = judge(thunder, expected, truth, probe=lambda: [], right_one_precision_up=lambda: False)
+    assert isinstance(wrong, GradientDivergence)
+
+
+def test_a_fault_in_thunder_is_no_accuracy_gap_since_it_is_wrong_in_float32_too():
+    with injected("tanh-grad-x1.01"):
+        failure = check_spec(NetSpec(features=64, batch=2, dtype="bfloat16", **_tanh_in_a_checkpoint())).failure
+    assert isinstance(failure, GradientDivergence)
+
+
+def _tanh_in_a_checkpoint() -> dict:
+    return {"layers": [LayerSpec("tanh")], "checkpoints": [CheckpointSpec(0, 1)]}
+
+
+# -- harness errors are ours --
+
+
+def test_an_exception_in_the_harness_code_on_the_thunder_path_is_a_harness_error(monkeypatch):
+    # A bug of ours in reading thunder's compile report (fuzz/runner.py), after thunder ran fine.
+    monkeypatch.setattr(fuzz.runner, "CompileReport", lambda: None)
+    with pytest.raises(
+        HarnessError, match=r"the harness raised TypeError at runner.py:\d+ \(_compile_report\)"
+    ) as raised:
+        check_spec(TANH_IN_A_CHECKPOINT)
+    assert not isinstance(raised.value, ThunderCrash) and isinstance(raised.value.__cause__, TypeError)
+
+
+# -- failure ids and folders --
+
+
+def _crash(message: str, error_type: str = "RuntimeError") -> ThunderCrash:
+    crash = ThunderCrash(f"thunderfx raised {error_type}: {message}")
+    crash.error_type = error_type
+    return crash
+
+
+def test_failure_ids_tell_dtypes_and_messages_apart_but_not_sizes():
+    base = TANH_IN_A_CHECKPOINT
+    crash = _crash("shape [1] is invalid for input of size 16")
+    other_size = NetSpec(features=9, batch=3, layers=base.layers, checkpoints=base.checkpoints)
+    assert failure_id(base, crash) == failure_id(other_size, _crash("shape [1] is invalid for input of size 81"))
+    assert failure_id(base, crash) != failure_id(NetSpec(**{**base.__dict__, "dtype": "bfloat16"}), crash)
+    assert failure_id(base, crash) != failure_id(base, _crash("expected scalar type Float but found Double"))
+    grad = GradientDivergence("grad of input: max abs diff 1")
+    assert failure_id(base, grad) != failure_id(base, GradientDivergence("output: max abs diff 1"))
+
+
+def test_a_second_network_with_the_same_failure_id_never_overwrites_the_first(tmp_path):
+    crash = _crash("boom")
+    first = write_failure(tmp_path, TANH_IN_A_CHECKPOINT, crash, "fixed")
+    other = NetSpec(
+        features=7, batch=2, layers=TANH_IN_A_CHECKPOINT.layers, checkpoints=TANH_IN_A_CHECKPOINT.checkpoints
+    )
+    second = write_failure(tmp_path, other, crash, "fixed")
+    assert second.parent == first / "variants" and second != first
+    assert NetSpec.from_json((first / "spec.json").read_text()) == TANH_IN_A_CHECKPOINT
+    assert NetSpec.from_json((second / "spec.json").read_text()) == other
+    assert write_failure(tmp_path, TANH_IN_A_CHECKPOINT, crash, "fixed") == first  # the same network: same folder
+
+
+# -- repro.py: exit 0 / 1 / 2, and confirmation in a fresh interpreter --
+
+
+def _repro_exit(directory, env=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": "", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "repro.py"], cwd=directory, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.fixture(scope="module")
+def fault_failure_folder(tmp_path_factory):
+    """The failure folder of tanh-grad-x2 in a checkpoint, found with the fault in this process only."""
+    with injected("tanh-grad-x2"):
+        failure = check_spec(TANH_IN_A_CHECKPOINT).failure
+    assert isinstance(failure, GradientDivergence)
+    return write_failure(tmp_path_factory.mktemp("repro"), TANH_IN_A_CHECKPOINT, failure, "fixed"), failure
+
+
+def test_the_repro_exits_2_when_it_cannot_run_or_another_failure_shows(fault_failure_folder, tmp_path):
+    directory, _ = fault_failure_folder
+    source = (directory / "repro.py").read_text()
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "repro.py").write_text(source.replace("import torch\n", "import torch\nimport no_such_module\n", 1))
+    run = _repro_exit(broken)
+    assert run.returncode == 2 and "COULD NOT RUN" in run.stdout, run.stdout + run.stderr[-2000:]
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "repro.py").write_text(source.replace("EXPECTED_CLASS = 'gradient-divergence'", "EXPECTED_CLASS = 'x'"))
+    run = _repro_exit(other, fault_everywhere("tanh-grad-x2"))
+    assert run.returncode == 2 and "OTHER FAILURE: gradient-divergence" in run.stdout, run.stdout[-2000:]
+
+
+def test_a_failure_of_this_process_alone_is_not_confirmed_and_one_in_thunder_is(fault_failure_folder, monkeypatch):
+    directory, failure = fault_failure_folder
+    polluted = confirm(directory, failure, 300)  # the fresh interpreter has no fault: thunder matches there
+    assert not polluted.confirmed and "exit status 0" in polluted.how
+    for name, value in fault_everywhere("tanh-grad-x2").items():
+        monkeypatch.setenv(name, value)
+    confirmed = confirm(directory, failure, 300)
+    assert confirmed.confirmed and "exit status 1" in confirmed.how
+    print(f"confirmation took {polluted.seconds} s (not confirmed) and {confirmed.seconds} s (confirmed)")
+    assert "REPRODUCED" in (directory / "confirmation.txt").read_text()
+
+
+# -- known issues attributed precisely --
+
+# inplace-silu-wrong-grad's trigger (outside the checkpoint), then a tanh inside one.
+SILU_THEN_TANH = NetSpec(
+    features=1,
+    batch=1,
+    layers=[LayerSpec("linear_silu_inplace", {"out_features": 1}), LayerSpec("tanh")],
+    checkpoints=[CheckpointSpec(1, 2)],
+)
+
+
+def test_a_known_issue_explains_its_own_failure(tmp_path):
+    campaign = Campaign(CampaignConfig(artifacts=tmp_path))
+    known = known_issues_for(SILU_THEN_TANH)
+    assert [issue.id for issue in known] == ["inplace-silu-wrong-grad"]
+    outcome = check_spec(SILU_THEN_TANH)
+    assert campaign.record(outcome, known) is True  # expected: it goes away without the in-place SiLU
+    assert campaign.stats.known_explained_failures == campaign.stats.known_class_failures == 1
+
+
+def test_a_second_fault_in_a_network_with_a_known_trigger_is_still_reported(tmp_path):
+    campaign = Campaign(CampaignConfig(artifacts=tmp_path))
+    with injected("tanh-grad-x2"):
+        outcome = check_spec(SILU_THEN_TANH)
+        assert isinstance(outcome.failure, GradientDivergence)  # the class inplace-silu-wrong-grad claims
+        assert campaign.record(outcome, known_issues_for(SILU_THEN_TANH)) is False
+    assert (campaign.stats.known_class_failures, campaign.stats.known_explained_failures) == (1, 0)
