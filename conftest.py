@@ -270,14 +270,15 @@ def pytest_runtest_call(item: pytest.Item):
 
     Out of budget, every call ends at once (`mark_overrun`); Hypothesis then says that nothing
     satisfied the test, whatever point it was at (replaying the database, after an explicit
-    example, before its first draw): no failure of the campaign. The same with budget left is
-    raised (a harness that rejects every network). The other complaint, that the smallest input
-    overran, is suppressed in every profile (fuzz.profiles).
+    example, before its first draw): no failure of the campaign. It is raised with budget left,
+    or when every network the item ran was invalid (a harness that rejects everything). The
+    other complaint, that the smallest input overran, is suppressed in every profile.
     """
     try:
         return (yield)
     except Unsatisfiable:
-        if _shard(item) is None or item.config.stash[CAMPAIGN].may_generate():
+        campaign = item.config.stash[CAMPAIGN]
+        if _shard(item) is None or campaign.may_generate() or campaign.item_found_only_invalid_networks():
             raise
         item.stash[OUT_OF_BUDGET] = True
         return None

@@ -104,6 +104,7 @@ class Campaign:
         self.set_items(config.shards)
         self._item_deadline = float("inf")
         self._item_failures: list[Outcome] = []  # this item's unexpected failures
+        self._item_validity = [0, 0]  # this item's examples: valid, invalid
         self._outcomes: dict[str, tuple[Outcome, bool]] = {}  # spec JSON -> outcome, reproduced a known issue
         self._unshrunk: dict[str, Path] = {}
         self.items = ItemResults()  # the controller's record of how each test item ended
@@ -116,9 +117,14 @@ class Campaign:
     def start_item(self) -> None:
         """A new test item (shard) starts: it gets its share of the budget."""
         self._item_failures.clear()
+        self._item_validity = [0, 0]
         self._outcomes.clear()
         if self._item_budget_s is not None:
             self._item_deadline = time.monotonic() + self._item_budget_s
+
+    def item_found_only_invalid_networks(self) -> bool:
+        """The current item ran examples and every one of them was invalid (a harness that rejects everything)."""
+        return self._item_validity[1] > 0 and not self._item_validity[0]
 
     def may_generate(self) -> bool:
         """False once the current item's budget is spent, unless it has found a failure (its shrinking goes on)."""
@@ -137,6 +143,7 @@ class Campaign:
             event(f"skipped, known issue: {', '.join(issue.id for issue in known)}")
             reject()
         outcome, reproduced = self._outcome(spec, known)
+        self._item_validity[not outcome.valid] += 1
         if not outcome.valid:
             event(f"invalid: {outcome.invalid_reason}")
             reject()
@@ -300,16 +307,19 @@ class Campaign:
     def _explained(self, spec: NetSpec, issues: Sequence[KnownIssue]) -> bool:
         """Whether known ``issues`` explain a failure of ``spec`` in their classes: it goes away without their triggers.
 
-        A network that is nothing but the triggers (nothing valid is left) is explained by them.
+        A network that is nothing but the triggers is explained by them; one that taking them out leaves invalid,
+        or whose stripped run is invalid, is not (reported as a new failure rather than hidden).
         """
         stripped = spec
         for issue in issues:
             stripped = issue.without_trigger(stripped)
-        if not stripped.layers or not valid(stripped):
+        if not stripped.layers:
             return True
+        if not valid(stripped):  # taking the trigger out broke the network: no evidence either way
+            return False
         with self._in_flight(stripped):
             outcome = check_spec(stripped, converter=self.config.converter, timeout_s=self._shrinking_timeout_s())
-        return outcome.failure is None
+        return outcome.valid and outcome.failure is None
 
     def _record_converter_ab(self, outcome: Outcome) -> None:
         """Append the example's A/B record to ``<artifacts>/converter_ab.jsonl`` (one short line: atomic append)."""
@@ -425,10 +435,11 @@ class Campaign:
             "seconds_per_example": round(merged.seconds / merged.examples, 3) if merged.examples else None,
             "compiled_share": round(merged.compiled / merged.valid, 4) if merged.valid else None,
         }
-        # Shards often shrink to the same minimal failure: list each failure once, with how many found it.
+        # Shards often shrink to the same minimal failure: list each failure once (each network of one id, each in
+        # its own folder), with how many found it.
         distinct: dict[str, dict[str, Any]] = {}
         for failure in merged.failures:
-            distinct.setdefault(failure["id"], {**failure, "found_by_shards": 0})["found_by_shards"] += 1
+            distinct.setdefault(failure["repro"], {**failure, "found_by_shards": 0})["found_by_shards"] += 1
         summary["failures"] = list(distinct.values())
         self.config.artifacts.mkdir(parents=True, exist_ok=True)
         if self.op_kinds:
@@ -549,8 +560,8 @@ def _release_frames(failure: BaseException) -> None:
 
 def _confirmed(failure: dict[str, Any]) -> str:
     """A failure's confirmation, in a few words."""
-    if failure.get("confirmed") is None:
-        return "not confirmed: confirmation off"
+    if failure["confirmed"] is None:
+        return failure["confirmation"]
     return "confirmed" if failure["confirmed"] else f"NOT CONFIRMED: {failure['confirmation']}"
 
 

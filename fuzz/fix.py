@@ -41,11 +41,12 @@ def meta_preserving(stock: Converter) -> Converter:
         replace_all_uses_with = torch.fx.Node.replace_all_uses_with
 
         def replace_keeping_meta(self, replace_with, *args, **kwargs):
-            replace_with.meta = {**self.meta, **replace_with.meta}
+            if not kwargs.get("propagate_meta"):  # torch.fx copies it itself then (and wants an empty meta)
+                replace_with.meta = {**self.meta, **replace_with.meta}
             return replace_all_uses_with(self, replace_with, *args, **kwargs)
 
-        torch.fx.Node.replace_all_uses_with = replace_keeping_meta
         try:
+            torch.fx.Node.replace_all_uses_with = replace_keeping_meta
             stock(gm)
         finally:
             torch.fx.Node.replace_all_uses_with = replace_all_uses_with

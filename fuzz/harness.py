@@ -31,6 +31,7 @@ from fuzz.runner import (
     Deadline,
     TimeLimit,
     interrupted,
+    ours,
     run_eager,
     run_reference,
     run_thunderfx,
@@ -97,18 +98,17 @@ def _finite(result: tuple) -> bool:
 
 ThunderRun = tuple[tuple | None, CompileReport | None, ParityFailure | None]
 
-# The harness's own code on the thunder path: an exception raised in these files is a bug of ours.
-# (Network code, fuzz/layers.py and the like, is not here: thunder interprets it, and a torch op
-# that rejects thunder's proxies raises from the network's frame.)
-_HARNESS_FILES = frozenset(
-    Path(__file__).with_name(name) for name in ("harness.py", "runner.py", "fix.py", "parity.py")
-)
+# Our code that thunder calls while it compiles: the fix's wrapper around its converter. (The
+# network's code, fuzz/layers.py and the like, is not ours here: thunder interprets it, and a torch
+# op that rejects thunder's proxies raises from the network's frame. The harness's steps around
+# thunder's run raise `HarnessError` themselves: `fuzz.runner.ours`.)
+_OUR_CODE_IN_THUNDER = Path(__file__).with_name("fix.py")
 
 
-def _raised_by_harness(error: BaseException) -> traceback.FrameSummary | None:
-    """The frame of ours that raised ``error`` (its innermost frame is in `_HARNESS_FILES`), or None."""
+def _raised_by_our_code_in_thunder(error: BaseException) -> traceback.FrameSummary | None:
+    """The frame of ours that raised ``error`` while thunder ran (see `_OUR_CODE_IN_THUNDER`), or None."""
     frames = traceback.extract_tb(error.__traceback__)
-    return frames[-1] if frames and Path(frames[-1].filename) in _HARNESS_FILES else None
+    return frames[-1] if frames and Path(frames[-1].filename) == _OUR_CODE_IN_THUNDER else None
 
 
 def _run_thunder(example, converter: str, timeout_s: float | None) -> ThunderRun:
@@ -118,19 +118,17 @@ def _run_thunder(example, converter: str, timeout_s: float | None) -> ThunderRun
             result, report = run_thunderfx(example)
     except Deadline as deadline:
         return None, None, ExampleTimeout(str(deadline))
+    except HarnessError:
+        raise
     except Exception as error:
         if interrupted():  # the run is being stopped; thunder's interpreter wrapped the KeyboardInterrupt
             raise KeyboardInterrupt("interrupted while thunder ran") from error
         if limit.expired:  # thunder's interpreter re-raised our Deadline as an error of its own
             return None, None, ExampleTimeout(f"exceeded the per-example time limit of {timeout_s:g} s")
-        if frame := _raised_by_harness(error):
+        if frame := _raised_by_our_code_in_thunder(error):
             where = f"{Path(frame.filename).name}:{frame.lineno} ({frame.name})"
             raise HarnessError(f"the harness raised {type(error).__name__} at {where}: {error}") from error
-        crash = ThunderCrash(f"thunderfx raised {type(error).__name__}: {error}")
-        crash.error_type = type(error).__name__
-        # Chained like `raise ... from error`: Hypothesis then tells crashes apart by thunder's own origin.
-        crash.__cause__ = crash.__context__ = error
-        return None, None, crash
+        return None, None, ThunderCrash.of(error)
     return result, report, None
 
 
@@ -158,7 +156,7 @@ class _ThunderRuns:
 
 def _probe(example: Example):
     """The nudged eager runs of ``example`` (see `fuzz.parity.nudged_runs`), computed when called."""
-    return lambda: nudged_runs(example.net, example.input, example.cotangent)
+    return lambda: ours(nudged_runs, example.net, example.input, example.cotangent)
 
 
 def _right_one_precision_up(example: Example, thunder: _ThunderRuns, converter: str, reference: tuple):
@@ -167,7 +165,7 @@ def _right_one_precision_up(example: Example, thunder: _ThunderRuns, converter: 
     def thunder_run(net, x, cotangent):
         return thunder(Example(net, x, cotangent), converter)[0]
 
-    return lambda: right_one_precision_up(thunder_run, example.net, example.input, example.cotangent, reference)
+    return lambda: ours(right_one_precision_up, thunder_run, example.net, example.input, example.cotangent, reference)
 
 
 def _triage(spec: NetSpec, eager: tuple, reference: tuple | None, thunder: _ThunderRuns) -> Triage:
@@ -273,7 +271,8 @@ def check_spec(
 
     def run(name: str) -> ThunderRun:
         result, report, failure = thunder(example, name)
-        up = _right_one_precision_up(example, thunder, name, reference) if reference is not None else None
+        # Not under autocast: one precision up it would still compute in bfloat16 (or, in float64, not at all).
+        up = None if reference is None or spec.autocast else _right_one_precision_up(example, thunder, name, reference)
         return result, report, failure or judge(result, expected, reference, baseline, probe, up)
 
     result, report, failure = run("fixed" if converter == "both" else converter)

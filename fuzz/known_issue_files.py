@@ -13,7 +13,7 @@ from pathlib import Path
 import fuzz.oracle
 from fuzz.harness import check_spec
 from fuzz.known_issues import KNOWN_ISSUES
-from fuzz.oracle import ParityFailure, ThunderCrash, Triage, with_triage
+from fuzz.oracle import ParityFailure, Triage, with_triage
 from fuzz.report import repro_source, write_failure
 from fuzz.spec import NetSpec
 
@@ -26,10 +26,7 @@ def recorded_failure(issue_id: str) -> ParityFailure:
     directory = KNOWN_ISSUES_DIR / issue_id
     name, _, message = (directory / "failure.txt").read_text().partition(": ")
     label, _, reason = (directory / "triage.txt").read_text().partition(": ")
-    failure = getattr(fuzz.oracle, name)(message.rstrip("\n"))
-    if isinstance(failure, ThunderCrash):  # "thunderfx raised <type>: ..."
-        failure.error_type = message.removeprefix("thunderfx raised ").partition(":")[0]
-    return with_triage(failure, _TRIAGES[label](reason.rstrip("\n")))
+    return with_triage(getattr(fuzz.oracle, name)(message.rstrip("\n")), _TRIAGES[label](reason.rstrip("\n")))
 
 
 def recorded_spec(issue_id: str) -> NetSpec:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
-from fuzz.parity import accuracy_ratio, compare, failure_class
+from fuzz.parity import accuracy_ratio, compare, crash_signature, failure_class
 
 
 class Triage(Exception):
@@ -73,10 +73,31 @@ class AccuracyGap(ParityFailure):
 
 
 class ThunderCrash(ParityFailure):
-    """Thunderfx raised where eager ran; chained to thunder's own exception, whose type is ``error_type``."""
+    """Thunderfx raised where eager ran; chained to thunder's own exception (see `of`)."""
 
     failure_class = "thunder-crash"
-    error_type: str = ""
+
+    @classmethod
+    def of(cls, error: BaseException) -> ThunderCrash:
+        """The crash of thunder's ``error``, chained like ``raise ... from error``: Hypothesis then tells crashes
+        apart by thunder's own origin."""
+        crash = cls(f"{_RAISED}{type(error).__name__}: {error}")
+        crash.__cause__ = crash.__context__ = error
+        return crash
+
+    @property
+    def error_type(self) -> str:
+        """The type name of thunder's exception."""
+        return str(self).removeprefix(_RAISED).partition(":")[0]
+
+    @property
+    def crash_signature(self) -> str:
+        """Thunder's exception type and first message line with numbers blanked (`fuzz.parity.crash_signature`)."""
+        error_type, _, message = str(self).removeprefix(_RAISED).partition(": ")
+        return crash_signature(error_type, message)
+
+
+_RAISED = "thunderfx raised "
 
 
 class ExampleTimeout(ParityFailure):

@@ -6,7 +6,6 @@ import hashlib
 import inspect
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -52,7 +51,7 @@ def _verdict():
         result = forward_backward(thunderfx(thunder_net), thunder_net, fresh_input(x), cotangent)
     except Exception as error:
         traceback.print_exc()
-        return "thunder-crash", type(error).__name__
+        return "thunder-crash", crash_signature(type(error).__name__, str(error))
     up = None
     if not RANDOM:
         eager_net = copy.deepcopy(net)
@@ -151,10 +150,10 @@ def failure_id(spec: NetSpec, failure: ParityFailure) -> str:
 
 
 def _what_failed(failure: ParityFailure) -> list[str]:
-    """A crash's exception type and message with numbers blanked; else the names of the tensors that differ."""
+    """A crash's `ThunderCrash.crash_signature`; else the names of the tensors that differ."""
     lines = str(failure).splitlines()
     if isinstance(failure, ThunderCrash):
-        return [failure.error_type, re.sub(r"\d+(\.\d+)?", "#", lines[0] if lines else "")[:200]]
+        return [failure.crash_signature]
     return sorted({line.partition(":")[0] for line in lines if line.startswith(("output:", "grad of "))})
 
 
@@ -176,17 +175,23 @@ def repro_source(
     return (
         f'"""Repro: {failure.failure_class} ({failure.triage}) of thunderfx against eager PyTorch.\n\n'
         f"Found with {versions or found_with(converter)}.\n"
-        f"First observed: {summary}\n"
+        f"First observed: {_docstring_safe(summary)}\n"
         "Exit status: 0 thunderfx matches, 1 this failure reproduces, 2 anything else (could not run, another "
         'failure).\nNeeds only torch and lightning-thunder.\n"""\n\n'
         + _REPRO_PRELUDE
         + network_source(spec)
         + f"\n\nCONVERTER = {converter!r}\nEXECUTORS = {list(executors)!r}\nRANDOM = {spec.random}\n"
-        + f"EXPECTED_CLASS = {failure.failure_class!r}\nEXPECTED_ERROR = {getattr(failure, 'error_type', '')!r}\n\n\n"
+        + f"EXPECTED_CLASS = {failure.failure_class!r}\n"
+        + f"EXPECTED_ERROR = {getattr(failure, 'crash_signature', '')!r}\n\n\n"
         + inspect.getsource(fuzz.parity)
         + ("\n\n\n" + converter_source if converter_source else "")
         + _REPRO_MAIN
     )
+
+
+def _docstring_safe(text: str) -> str:
+    """``text`` as it can stand inside a triple-quoted docstring."""
+    return text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
 
 
 def found_with(converter: str) -> str:
@@ -231,19 +236,24 @@ def write_failure(
 
 @dataclass
 class Confirmation:
-    """The verdict of a failure's repro.py run in a fresh interpreter."""
+    """A failure's repro.py run in a fresh interpreter (``confirmed`` None: not run, ``how`` says why)."""
 
-    confirmed: bool
+    confirmed: bool | None
     how: str
-    seconds: float
+    seconds: float = 0.0
+
+
+# Failures whose repro.py can say "reproduced" (exit 1); a time-out's repro hangs and a dead worker's crashes.
+CONFIRMABLE = ("forward-divergence", "gradient-divergence", "accuracy", "thunder-crash")
 
 
 def confirm(directory: Path, failure: ParityFailure, timeout_s: float) -> Confirmation:
-    """Run ``directory/repro.py`` in a fresh interpreter; confirmed when it reproduces the same failure.
+    """Run ``directory/repro.py`` in a fresh interpreter; confirmed when it exits 1 (the same failure reproduced).
 
-    Exit 1 confirms a parity failure; a time-out or a death by signal confirms a time-out or a dead
-    worker (their repros hang or crash). The repro's output goes to ``confirmation.txt``.
+    Only for `CONFIRMABLE` failures (others are not run). The repro's output goes to ``confirmation.txt``.
     """
+    if failure.failure_class not in CONFIRMABLE:
+        return Confirmation(None, f"not checked: a {failure.failure_class}'s repro hangs or crashes; run it by hand")
     start = time.perf_counter()
     try:
         run = subprocess.run(
@@ -251,16 +261,17 @@ def confirm(directory: Path, failure: ParityFailure, timeout_s: float) -> Confir
         )
         status, output = run.returncode, run.stdout + run.stderr
     except subprocess.TimeoutExpired as expired:
-        status, output = None, f"{expired.stdout or ''}{expired.stderr or ''}"
+        status, output = None, "".join(_text(out) for out in (expired.stdout, expired.stderr))
     seconds = round(time.perf_counter() - start, 2)
-    if failure.failure_class in ("timeout", "worker-crash"):
-        confirmed = status is None or status < 0
-    else:
-        confirmed = status == 1
+    confirmed = status == 1
     how = f"timed out after {timeout_s:g} s" if status is None else f"exit status {status}"
     verdict = "reproduced in a fresh interpreter" if confirmed else "NOT reproduced in a fresh interpreter"
     write_atomically(directory / "confirmation.txt", f"{verdict} ({how}, {seconds} s)\n\n{output[-20000:]}")
     return Confirmation(confirmed, f"{verdict} ({how})", seconds)
+
+
+def _text(output: str | bytes | None) -> str:
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
 
 
 @dataclass
@@ -355,7 +366,7 @@ class CampaignStats:
                 "shrunk_after_s": round(elapsed_s, 2),
                 "after_examples": self.examples,
                 "confirmed": None if confirmation is None else confirmation.confirmed,
-                "confirmation": "not checked" if confirmation is None else confirmation.how,
+                "confirmation": "not checked: --fuzz-confirm no" if confirmation is None else confirmation.how,
                 "confirmation_seconds": None if confirmation is None else confirmation.seconds,
             }
         )

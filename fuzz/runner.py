@@ -9,13 +9,16 @@ import linecache
 import signal
 import threading
 import time
+import traceback
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
 from fuzz.model_builder import Example
+from fuzz.oracle import HarnessError
 from fuzz.parity import float64_reference, forward_backward, fresh_input
 
 _CHECKPOINT_OP = torch.ops.higher_order.tag_activation_checkpoint
@@ -73,18 +76,32 @@ def run_thunderfx(example: Example) -> tuple[tuple, CompileReport]:
     """``(output, grads)`` of `thunder.dynamo.thunderfx` on a copy of the example, and its `CompileReport`.
 
     Dynamo is reset first: its per-code-object cache would otherwise hit the recompile limit
-    after a few examples and silently run eager from then on.
+    after a few examples and silently run eager from then on. An exception from the harness's own
+    steps around thunder's run (forgetting compilations, reading the compile report) is a
+    `HarnessError`; one from compiling or running the network is thunder's.
     """
     from thunder.dynamo import thunderfx
 
-    forget_compilations()
+    ours(forget_compilations)
     try:
         net, x = _fresh_copy(example)
         compiled = thunderfx(net)
         result = forward_backward(compiled, net, x, example.cotangent)
-        return result, _compile_report(compiled._backend)
+        return result, ours(_compile_report, compiled._backend)
     finally:
-        forget_compilations()
+        ours(forget_compilations)
+
+
+def ours(step, *args):
+    """``step(*args)``, a step of the harness's own: any exception it raises becomes a `HarnessError`."""
+    try:
+        return step(*args)
+    except Exception as error:
+        where = traceback.extract_tb(error.__traceback__)[-1]
+        raise HarnessError(
+            f"the harness raised {type(error).__name__} in {step.__name__} "
+            f"({Path(where.filename).name}:{where.lineno}): {error}"
+        ) from error
 
 
 # Executors the campaign puts in front of thunder's defaults on CUDA where they are installed.

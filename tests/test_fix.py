@@ -133,3 +133,14 @@ def test_unknown_converter_is_a_clear_error():
 
 def test_fixture_installs_the_fixed_converter(fixed_converter):
     assert thunder_dynamo_utils._checkpoint_function_converter is meta_preserving_checkpoint_function_converter
+
+
+def test_the_fix_restores_torch_fx_when_thunders_converter_raises():
+    original = torch.fx.Node.replace_all_uses_with
+
+    def raises(gm):
+        raise RuntimeError("Unexpected call_module detected inside a checkpoint")
+
+    with pytest.raises(RuntimeError, match="Unexpected call_module"):
+        meta_preserving(raises)(torch.fx.symbolic_trace(lambda x: torch.tanh(x)))
+    assert torch.fx.Node.replace_all_uses_with is original

@@ -14,7 +14,7 @@ from fuzz.campaign import Campaign, CampaignConfig
 from fuzz.harness import check_spec
 from fuzz.known_issues import known_issues_for
 from fuzz.oracle import AccuracyGap, GradientDivergence, HarnessError, ThunderCrash, judge
-from fuzz.parity import mismatch
+from fuzz.parity import float64_reference, forward_backward, fresh_input, mismatch, nudged_runs
 from fuzz.report import confirm, failure_id, write_failure
 from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
 from tests.campaign_runs import fault_everywhere
@@ -55,10 +55,26 @@ def test_one_zeroed_element_is_a_flip_only_where_eager_itself_jumps_under_a_nudg
     assert mismatch(flipped, eager, reference, 2.0, sensitivity=jumps) is None
 
 
-def test_a_threshold_flip_in_a_real_network_still_passes():
-    # masked_fill(x > 0.5): thunder's rounding puts elements on the other side; eager's nudged runs do too.
-    spec = NetSpec(features=64, batch=4, dtype="bfloat16", layers=[LayerSpec("masked_fill"), LayerSpec("tanh")])
-    assert check_spec(spec).failure is None
+def test_the_nudge_probe_finds_a_real_kink_and_accepts_a_flip_there_only():
+    # relu(w x + b) with one unit exactly at relu's kink (3 - 3 = 0): eager's weight gradient there is 0, and
+    # a rounding difference of an ulp makes it x = 3. The other units are far from the kink.
+    net = torch.nn.Sequential(torch.nn.Linear(1, 4), torch.nn.ReLU()).to(torch.bfloat16)
+    with torch.no_grad():
+        net[0].weight.fill_(1.0)
+        net[0].bias.copy_(torch.tensor([-3.0, 0.0, 0.0, 0.0]))
+    x, cotangent = torch.full((1, 1), 3.0, dtype=torch.bfloat16), torch.ones(1, 4, dtype=torch.bfloat16)
+    eager = forward_backward(net, net, fresh_input(x), cotangent)
+    reference = float64_reference(net, x, cotangent)
+    assert eager[1]["0.weight"].flatten().tolist() == [0.0, 3.0, 3.0, 3.0]
+    nudged = nudged_runs(net, x, cotangent)
+    flip = eager[1]["0.weight"].clone()
+    flip[0] = 3.0  # thunder on the other side of the kink
+    at_the_kink = (eager[0], {**eager[1], "0.weight": flip})
+    assert judge(at_the_kink, eager, reference, probe=lambda: nudged) is None
+    assert judge(at_the_kink, eager, reference, probe=lambda: []) is not None  # without a jump it is an error
+    far = eager[1]["0.weight"].clone()
+    far[1] = 0.0  # the same-sized change where eager is smooth
+    assert judge((eager[0], {**eager[1], "0.weight": far}), eager, reference, probe=lambda: nudged) is not None
 
 
 def test_low_precision_error_is_an_accuracy_gap_only_when_thunder_is_right_one_precision_up():
@@ -89,7 +105,7 @@ def test_an_exception_in_the_harness_code_on_the_thunder_path_is_a_harness_error
     # A bug of ours in reading thunder's compile report (fuzz/runner.py), after thunder ran fine.
     monkeypatch.setattr(fuzz.runner, "CompileReport", lambda: None)
     with pytest.raises(
-        HarnessError, match=r"the harness raised TypeError at runner.py:\d+ \(_compile_report\)"
+        HarnessError, match=r"the harness raised TypeError in _compile_report \(runner.py:\d+\)"
     ) as raised:
         check_spec(TANH_IN_A_CHECKPOINT)
     assert not isinstance(raised.value, ThunderCrash) and isinstance(raised.value.__cause__, TypeError)
@@ -99,9 +115,7 @@ def test_an_exception_in_the_harness_code_on_the_thunder_path_is_a_harness_error
 
 
 def _crash(message: str, error_type: str = "RuntimeError") -> ThunderCrash:
-    crash = ThunderCrash(f"thunderfx raised {error_type}: {message}")
-    crash.error_type = error_type
-    return crash
+    return ThunderCrash(f"thunderfx raised {error_type}: {message}")
 
 
 def test_failure_ids_tell_dtypes_and_messages_apart_but_not_sizes():
@@ -111,6 +125,8 @@ def test_failure_ids_tell_dtypes_and_messages_apart_but_not_sizes():
     assert failure_id(base, crash) == failure_id(other_size, _crash("shape [1] is invalid for input of size 81"))
     assert failure_id(base, crash) != failure_id(NetSpec(**{**base.__dict__, "dtype": "bfloat16"}), crash)
     assert failure_id(base, crash) != failure_id(base, _crash("expected scalar type Float but found Double"))
+    assert crash.crash_signature == "RuntimeError: shape [#] is invalid for input of size #"
+    assert _crash("at 0x7f3a12 bad").crash_signature == _crash("at 0x5e0011 bad").crash_signature
     grad = GradientDivergence("grad of input: max abs diff 1")
     assert failure_id(base, grad) != failure_id(base, GradientDivergence("output: max abs diff 1"))
 
