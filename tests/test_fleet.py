@@ -93,10 +93,13 @@ def test_two_concurrent_machines_share_and_replay_each_others_failures(redis_url
     assert summary["failures"] and summary["failures"][0]["class"] == "gradient-divergence"
     print(f"replay from Redis re-failed in {seconds:.1f} s ({summary['examples']} examples run)")
     # ... and once thunder is fixed (no fault), the same replay passes.
+    # The same vocabulary as the runs that saved it: another one would decode the saved choices into other networks.
     fixed = run_campaign(
-        tmp_path / "fourth", "--hypothesis-profile", "replay", "--fuzz-database", redis_url, fault=None
+        tmp_path / "fourth", "--hypothesis-profile", "replay", "--fuzz-database", redis_url, *_VOCABULARY, fault=None
     )
     assert fixed.returncode == 0, fixed.stdout[-3000:]
+    fixed_summary = json.loads((tmp_path / "fourth" / "artifacts" / "summary.json").read_text())
+    assert fixed_summary["examples"] >= summary["examples"] > 0  # it did replay the saved failure
 
 
 def test_an_empty_shared_database_replays_nothing(redis_url, tmp_path):
