@@ -86,11 +86,6 @@ class ThunderCrash(ParityFailure):
         return crash
 
     @property
-    def error_type(self) -> str:
-        """The type name of thunder's exception."""
-        return str(self).removeprefix(_RAISED).partition(":")[0]
-
-    @property
     def crash_signature(self) -> str:
         """Thunder's exception type and first message line with numbers blanked (`fuzz.parity.crash_signature`)."""
         error_type, _, message = str(self).removeprefix(_RAISED).partition(": ")

@@ -26,7 +26,7 @@ from fuzz.spec import NetSpec
 _REPRO_MAIN = """
 
 def _verdict():
-    \"\"\"(failure class or "pass", thunder's exception type for a crash) of thunderfx on this network.\"\"\"
+    \"\"\"(failure class or "pass", the crash signature for a crash, else "") of thunderfx on this network.\"\"\"
     import copy
     import traceback
 
@@ -78,7 +78,7 @@ def _thunderfx_run(net, x, cotangent):
 
 def main():
     try:
-        verdict, error_type = _verdict()
+        verdict, signature = _verdict()
     except Exception:
         import traceback
 
@@ -88,10 +88,10 @@ def main():
     if verdict == "pass":
         print(f"NOT REPRODUCED: thunderfx matches {'itself without checkpoints' if RANDOM else 'eager'}")
         return 0
-    if (verdict, error_type) == (EXPECTED_CLASS, EXPECTED_ERROR):
-        print(f"REPRODUCED: {verdict} {error_type}".rstrip())
+    if (verdict, signature) == (EXPECTED_CLASS, EXPECTED_ERROR):
+        print(f"REPRODUCED: {verdict} {signature}".rstrip())
         return 1
-    print(f"OTHER FAILURE: {verdict} {error_type} where {EXPECTED_CLASS} {EXPECTED_ERROR} was recorded")
+    print(f"OTHER FAILURE: {verdict} {signature} where {EXPECTED_CLASS} {EXPECTED_ERROR} was recorded")
     return 2
 
 
@@ -157,24 +157,18 @@ def _what_failed(failure: ParityFailure) -> list[str]:
     return sorted({line.partition(":")[0] for line in lines if line.startswith(("output:", "grad of "))})
 
 
-def repro_source(
-    spec: NetSpec,
-    failure: ParityFailure,
-    converter: str,
-    executors: Sequence[str] = (),
-    versions: str = "",
-) -> str:
+def repro_source(spec: NetSpec, failure: ParityFailure, converter: str, executors: Sequence[str] = ()) -> str:
     """A standalone script (plain torch + thunder): exit 0 when thunderfx matches, 1 when the same failure
-    (class, and exception type for a crash) reproduces, 2 on anything else (bisect-safe).
+    (class, and `ThunderCrash.crash_signature` for a crash) reproduces, 2 on anything else.
 
-    ``executors``: thunder's default executors the failure was found with (empty: thunder's own defaults);
-    ``versions``: the thunder, torch and converter it was found with (default: the installed ones).
+    ``executors``: thunder's default executors the failure was found with (empty: thunder's own defaults).
+    Its header names the installed thunder, torch and converter (`found_with`).
     """
     summary = str(failure).splitlines()[0] if str(failure) else ""
     converter_source = inspect.getsource(meta_preserving) if converter == "fixed" else ""
     return (
         f'"""Repro: {failure.failure_class} ({failure.triage}) of thunderfx against eager PyTorch.\n\n'
-        f"Found with {versions or found_with(converter)}.\n"
+        f"Found with {found_with(converter)}.\n"
         f"First observed: {_docstring_safe(summary)}\n"
         "Exit status: 0 thunderfx matches, 1 this failure reproduces, 2 anything else (could not run, another "
         'failure).\nNeeds only torch and lightning-thunder.\n"""\n\n'

@@ -424,7 +424,7 @@ def meta_preserving(stock: Converter) -> Converter:
 
 
 def _verdict():
-    """(failure class or "pass", thunder's exception type for a crash) of thunderfx on this network."""
+    """(failure class or "pass", the crash signature for a crash, else "") of thunderfx on this network."""
     import copy
     import traceback
 
@@ -476,7 +476,7 @@ def _thunderfx_run(net, x, cotangent):
 
 def main():
     try:
-        verdict, error_type = _verdict()
+        verdict, signature = _verdict()
     except Exception:
         import traceback
 
@@ -486,10 +486,10 @@ def main():
     if verdict == "pass":
         print(f"NOT REPRODUCED: thunderfx matches {'itself without checkpoints' if RANDOM else 'eager'}")
         return 0
-    if (verdict, error_type) == (EXPECTED_CLASS, EXPECTED_ERROR):
-        print(f"REPRODUCED: {verdict} {error_type}".rstrip())
+    if (verdict, signature) == (EXPECTED_CLASS, EXPECTED_ERROR):
+        print(f"REPRODUCED: {verdict} {signature}".rstrip())
         return 1
-    print(f"OTHER FAILURE: {verdict} {error_type} where {EXPECTED_CLASS} {EXPECTED_ERROR} was recorded")
+    print(f"OTHER FAILURE: {verdict} {signature} where {EXPECTED_CLASS} {EXPECTED_ERROR} was recorded")
     return 2
 
 
