@@ -126,8 +126,7 @@ def _run_thunder(example, converter: str, timeout_s: float | None) -> ThunderRun
         if limit.expired:  # thunder's interpreter re-raised our Deadline as an error of its own
             return None, None, ExampleTimeout(f"exceeded the per-example time limit of {timeout_s:g} s")
         if frame := _raised_by_our_code_in_thunder(error):
-            where = f"{Path(frame.filename).name}:{frame.lineno} ({frame.name})"
-            raise HarnessError(f"the harness raised {type(error).__name__} at {where}: {error}") from error
+            raise HarnessError.of(error, frame.name) from error
         return None, None, ThunderCrash.of(error)
     return result, report, None
 

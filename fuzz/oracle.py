@@ -6,7 +6,9 @@ forward divergence and a crash as two bugs, each with its own minimal network.
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import ClassVar
 
 from fuzz.parity import accuracy_ratio, compare, crash_signature, failure_class
@@ -115,6 +117,13 @@ class HarnessError(Exception):
 
     Chained to the original exception, whose traceback says where in the harness it was raised.
     """
+
+    @classmethod
+    def of(cls, error: BaseException, step: str) -> HarnessError:
+        """The harness error for ``error``, raised in the harness's ``step``, naming where it was raised."""
+        frames = traceback.extract_tb(error.__traceback__)
+        where = f" ({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+        return cls(f"the harness raised {type(error).__name__} in {step}{where}: {error}")
 
 
 def with_triage(failure: ParityFailure, triage: Triage) -> ParityFailure:

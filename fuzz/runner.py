@@ -9,11 +9,9 @@ import linecache
 import signal
 import threading
 import time
-import traceback
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
@@ -97,11 +95,7 @@ def ours(step, *args):
     try:
         return step(*args)
     except Exception as error:
-        where = traceback.extract_tb(error.__traceback__)[-1]
-        raise HarnessError(
-            f"the harness raised {type(error).__name__} in {step.__name__} "
-            f"({Path(where.filename).name}:{where.lineno}): {error}"
-        ) from error
+        raise HarnessError.of(error, step.__name__) from error
 
 
 # Executors the campaign puts in front of thunder's defaults on CUDA where they are installed.
