@@ -32,7 +32,7 @@ from fuzz.harness import _probe, _run_thunder
 from fuzz.known_issues import known_issues_for
 from fuzz.model_builder import build_example
 from fuzz.oracle import judge
-from fuzz.parity import CLEAN_NOISE, TOLERANCES, _scale_factor
+from fuzz.parity import CLEAN_NOISE, _scale_factor, systematic_bound
 from fuzz.runner import run_eager, run_reference
 from fuzz.spec import DTYPES, CheckpointSpec, LayerSpec, NetSpec
 from fuzz.strategies import net_specs
@@ -141,11 +141,8 @@ def measure(spec: NetSpec) -> list[dict]:
 
 def _why_not(injected: torch.Tensor, eager: torch.Tensor, truth: torch.Tensor) -> dict[str, float]:
     """For an undetected injection: its systematic shift and rule 3's bound on the tensor (fuzz.parity)."""
-    drift, factor = TOLERANCES[eager.dtype][5], TOLERANCES[eager.dtype][3]
     truth = truth.double()
-    eager_alpha = _scale_factor(eager.double(), truth) or 1.0
-    noise = (eager.double() - truth).norm().item() / (truth.norm().item() or 1.0)
-    bound = drift + factor * (abs(eager_alpha - 1) + 3 * noise / truth.numel() ** 0.5)
+    bound, _, _ = systematic_bound(eager.double(), truth, eager.dtype, measured=True)
     return {"shift": abs((_scale_factor(injected.double(), truth) or 1.0) - 1), "rule3_bound": bound}
 
 

@@ -269,7 +269,7 @@ def mismatch(actual, expected, reference=None, example_scale=0.0, sensitivity=No
         return Mismatch(f"shape/dtype {tuple(actual.shape)}/{actual.dtype} != {tuple(expected.shape)}/{expected.dtype}")
     if not actual.numel():
         return None
-    rtol, atol, floor, eager_factor, example_ulps, drift = TOLERANCES[expected.dtype]
+    rtol, atol, floor, eager_factor, example_ulps, _ = TOLERANCES[expected.dtype]
     eps = torch.finfo(expected.dtype).eps
     got, want = actual.detach().double().cpu(), expected.detach().double().cpu()
     if not torch.isfinite(got).all():
@@ -306,22 +306,30 @@ def mismatch(actual, expected, reference=None, example_scale=0.0, sensitivity=No
     # Rule 3 on the elements that are not flips (a flip moves one element by up to the scale).
     kept = ~bad
     got, want, eager = got[kept], want[kept], eager[kept]
-    alpha, eager_alpha = _scale_factor(got, want), _scale_factor(eager, want)
+    alpha = _scale_factor(got, want)
     if alpha is None:
         return None
-    eager_drift = abs(eager_alpha - 1) if reference is not None else 0.0
-    eager_noise = (eager - want).norm().item() / want.norm().item() if reference is not None else 0.0
+    bound, eager_drift, eager_noise = systematic_bound(eager, want, expected.dtype, reference is not None)
     if scale < eps**0.5 * example_scale and (reference is None or eager_noise > CLEAN_NOISE):
         return None
-    # Independent rounding errors of relative size e move alpha by about e / sqrt(n): 3 sigma of
-    # that, times the eager factor for thunder's noise being a few times eager's.
-    if abs(alpha - 1) > drift + eager_factor * (eager_drift + 3 * eager_noise / got.numel() ** 0.5):
+    if abs(alpha - 1) > bound:
         return found(
             f"systematic scale error: thunderfx ~ {alpha:.6g} x {'float64 ' if reference is not None else ''}eager "
             f"(least squares over {got.numel()} elements; eager's own factor {1 + eager_drift:.6g}, "
             f"relative noise {eager_noise:.3g})"
         )
     return None
+
+
+def systematic_bound(eager, want, dtype, measured):
+    """Rule 3's bound on |alpha - 1| for a tensor whose truth is ``want`` (not all zero), with eager's own drift
+    |alpha_eager - 1| and relative noise, both taken as 0 unless eager was ``measured`` against float64."""
+    drift, eager_factor = TOLERANCES[dtype][5], TOLERANCES[dtype][3]
+    eager_drift = abs(_scale_factor(eager, want) - 1) if measured else 0.0
+    eager_noise = (eager - want).norm().item() / want.norm().item() if measured else 0.0
+    # Independent rounding errors of relative size e move alpha by about e / sqrt(n): 3 sigma of
+    # that, times the eager factor for thunder's noise being a few times eager's.
+    return drift + eager_factor * (eager_drift + 3 * eager_noise / want.numel() ** 0.5), eager_drift, eager_noise
 
 
 def _mismatches(thunder_result, eager_result, reference_result, sensitivities):
