@@ -359,7 +359,7 @@ class Campaign:
         if self.config.confirm:
             limit = hard_limit(self.config.timeout_s) if self.config.timeout_s else None
             confirmation = confirm(directory, failure, limit or 600.0)
-        self.stats.record_final_failure(failure, directory, time.time() - self.started, confirmation)
+        self.stats.record_final_failure(spec, failure, directory, time.time() - self.started, confirmation)
         return directory
 
     def _write_failure(self, artifacts: Path, spec: NetSpec, failure: ParityFailure) -> Path:

@@ -347,12 +347,17 @@ class CampaignStats:
                 self.op_coverage[key][2] += 1
 
     def record_final_failure(
-        self, failure: ParityFailure, directory: Path, elapsed_s: float, confirmation: Confirmation | None
+        self,
+        spec: NetSpec,
+        failure: ParityFailure,
+        directory: Path,
+        elapsed_s: float,
+        confirmation: Confirmation | None,
     ) -> None:
-        """A failure Hypothesis finished shrinking, ``elapsed_s`` into the campaign, written to ``directory``."""
+        """A shrunk failure of ``spec``, ``elapsed_s`` into the campaign, written to ``directory``."""
         self.failures.append(
             {
-                "id": failure_id(NetSpec.from_json((directory / "spec.json").read_text()), failure),
+                "id": failure_id(spec, failure),
                 "class": failure.failure_class,
                 "triage": failure.triage,
                 "message": str(failure).splitlines()[0] if str(failure) else "",
