@@ -182,3 +182,107 @@ class DecoderBlock(nn.Module):
     def forward(self, x):
         x = self.attn(self.norm_1(x)) + x
         return self.mlp(self.norm_2(x)) + x
+
+
+def view_of(y, view):
+    """One view of ``y`` (rank >= 2) by name: what code mutates in place through (`ViewUpdate`)."""
+    if view == "select":
+        return y[0]
+    if view == "slice":
+        return y[:, 1:]
+    if view == "view":  # a view needs a contiguous tensor; otherwise the whole tensor
+        return y.view(-1) if y.is_contiguous() else y
+    if view == "transpose":
+        return y.transpose(0, 1)
+    if view == "narrow":
+        return y.narrow(-1, 0, 1)
+    if view == "diagonal":
+        return y.diagonal(dim1=0, dim2=1)
+    return y.unsqueeze(0)
+
+
+def update_in_place(v, update):
+    """``v`` updated in place by the named update (`ViewUpdate`)."""
+    if update == "add_":
+        v.add_(0.5)
+    elif update == "mul_":
+        v.mul_(3)
+    elif update == "copy_":  # from a function of v that saves its output, not v (which the copy overwrites)
+        v.copy_(v.tanh())
+    elif update == "relu_":
+        v.relu_()
+    else:
+        v.sin_()
+
+
+class ViewUpdate(nn.Module):
+    """An in-place update through a view, then a read: ``y = <on>(x); v = <view>(y); v.<update>; return <read>``.
+
+    ``on``: the tensor mutated, a product ``x * 2``, a clone of ``x``, or ``x`` itself (the layer's input);
+    ``read``: what the next layer gets, the mutated base ``y`` or ``y + v.sum()`` (the view read again).
+    """
+
+    def __init__(self, view: str, update: str, on: str, read: str) -> None:
+        super().__init__()
+        self.view, self.update, self.on, self.read = view, update, on, read
+
+    def forward(self, x):
+        y = x * 2 if self.on == "product" else x.clone() if self.on == "clone" else x
+        v = view_of(y, self.view)
+        update_in_place(v, self.update)
+        return y if self.read == "base" else y + v.sum()
+
+
+class BufferUpdate(nn.Module):
+    """A running mean kept in a buffer and updated in place under ``torch.no_grad()`` (as EMA code does), then read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(()))
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.mean.mul_(0.9).add_(0.1 * x.mean())
+        return x - self.mean
+
+
+def conv_class(dims: int, transposed: bool = False) -> type:
+    """``nn.Conv1d/2d/3d`` (or the transposed ones) for ``dims`` spatial dimensions."""
+    return ((nn.Conv1d, nn.Conv2d, nn.Conv3d), (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d))[
+        transposed
+    ][dims - 1]
+
+
+class ConvBlock(nn.Module):
+    """A ResNet / diffusers residual block: GroupNorm, SiLU, 3x3 conv, twice, plus a 1x1 conv skip when the
+    channel count changes."""
+
+    def __init__(self, dims: int, channels: int, out_channels: int, groups: int) -> None:
+        super().__init__()
+        conv = conv_class(dims)
+        self.norm_1, self.conv_1 = nn.GroupNorm(groups, channels), conv(channels, out_channels, 3, padding=1)
+        self.norm_2, self.conv_2 = nn.GroupNorm(groups, out_channels), conv(out_channels, out_channels, 3, padding=1)
+        self.skip = conv(channels, out_channels, 1) if channels != out_channels else nn.Identity()
+
+    def forward(self, x):
+        h = self.conv_1(F.silu(self.norm_1(x)))
+        h = self.conv_2(F.silu(self.norm_2(h)))
+        return self.skip(x) + h
+
+
+class UNetBlock(nn.Module):
+    """A UNet level: stride-2 conv down, a `ConvBlock`, nearest upsampling back to the input's size and a 3x3 conv,
+    then the skip connection (concatenated with the input) through a 1x1 conv back to ``channels``."""
+
+    def __init__(self, dims: int, channels: int, hidden: int) -> None:
+        super().__init__()
+        conv = conv_class(dims)
+        self.down = conv(channels, hidden, 3, stride=2, padding=1)
+        self.mid = ConvBlock(dims, hidden, hidden, 1)
+        self.up = conv(hidden, hidden, 3, padding=1)
+        self.out = conv(hidden + channels, channels, 1)
+
+    def forward(self, x):
+        h = self.mid(self.down(x))
+        h = self.up(F.interpolate(h, size=x.shape[2:], mode="nearest"))
+        return self.out(torch.cat([h, x], dim=1))

@@ -19,6 +19,7 @@ from fuzz.oracle import (
     GradientDivergence,
     HarnessError,
     ParityFailure,
+    StateDivergence,
     ThunderCrash,
     ThunderGeneral,
     Triage,
@@ -275,7 +276,7 @@ def check_spec(
         return result, report, failure or judge(result, expected, reference, baseline, probe, up)
 
     result, report, failure = run("fixed" if converter == "both" else converter)
-    if spec.random and isinstance(failure, (ForwardDivergence, GradientDivergence)):
+    if spec.random and isinstance(failure, (ForwardDivergence, GradientDivergence, StateDivergence)):
         if not (_compiled(report, len(spec.checkpoints)) and _compiled(plain_report, 0)):
             # Part of a network ran outside thunder, drawing eager's random stream: nothing to compare.
             return invalid("a random layer may have run outside thunder")

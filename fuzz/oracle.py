@@ -66,6 +66,13 @@ class GradientDivergence(ParityFailure):
     failure_class = "gradient-divergence"
 
 
+class StateDivergence(ParityFailure):
+    """The output and gradients match, but a tensor the network mutates in place (its input, a buffer such as
+    BatchNorm's running statistics) differs after forward or after backward."""
+
+    failure_class = "state-divergence"
+
+
 class AccuracyGap(ParityFailure):
     """Thunderfx's error against float64 is many times eager's (``ratio``), while it is right on the same network one
     precision up: a matter of precision, triaged apart from wrong results."""
@@ -174,4 +181,6 @@ def judge(
         return ForwardDivergence("\n".join(header + forward + gradients))
     if kind == "gradient-divergence":
         return GradientDivergence("\n".join(header + gradients))
+    if kind == "state-divergence":
+        return StateDivergence("\n".join(header + forward + gradients))
     return None

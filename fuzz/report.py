@@ -238,7 +238,7 @@ class Confirmation:
 
 
 # Failures whose repro.py can say "reproduced" (exit 1); a time-out's repro hangs and a dead worker's crashes.
-CONFIRMABLE = ("forward-divergence", "gradient-divergence", "accuracy", "thunder-crash")
+CONFIRMABLE = ("forward-divergence", "gradient-divergence", "state-divergence", "accuracy", "thunder-crash")
 
 
 def confirm(directory: Path, failure: ParityFailure, timeout_s: float) -> Confirmation:

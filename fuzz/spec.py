@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fuzz.layers import LAYER_KINDS
+from fuzz.layers import LAYER_KINDS, Incoming
 
 SPEC_VERSION = 1
 DTYPES = ("float32", "float64", "bfloat16", "float16")
@@ -72,7 +72,8 @@ class NetSpec:
     """A network: input ``(batch, [seq,] features)`` of ``dtype`` on ``device``, a layer stack, checkpoints.
 
     With ``vocab`` set the input is instead integer tokens ``(batch, [seq])`` that an
-    ``nn.Embedding(vocab, features)`` turns into features before the first layer.
+    ``nn.Embedding(vocab, features)`` turns into features before the first layer. With ``spatial``
+    set the input is an image ``(batch, features, *spatial)``: ``features`` channels, 1 to 3 spatial dims.
     ``autocast``: one of `AUTOCAST_REGIONS` (float32 networks only); "checkpoints" needs a
     checkpoint of api "checkpoint". ``inputs``: one of `INPUTS`.
     """
@@ -89,23 +90,38 @@ class NetSpec:
     vocab: int | None = None
     autocast: str | None = None
     inputs: str = "random"
+    spatial: list[int] | None = None
     version: int = SPEC_VERSION
 
     @property
     def input_shape(self) -> tuple[int, ...]:
-        """Shape of the features entering the first layer (after the embedding, if any)."""
-        return (self.batch, self.features) if self.seq is None else (self.batch, self.seq, self.features)
+        """Shape of the tensor entering the first layer (after the embedding, if any)."""
+        return self._shape(self.features, self.spatial)
+
+    def _shape(self, width: int, spatial: list[int] | tuple[int, ...] | None) -> tuple[int, ...]:
+        if spatial is not None:
+            return (self.batch, width, *spatial)
+        return (self.batch, width) if self.seq is None else (self.batch, self.seq, width)
+
+    def incoming(self) -> list[Incoming]:
+        """What enters each layer (batch, width, spatial sizes), then what the network outputs."""
+        shapes = [self._input()]
+        for layer in self.layers:
+            shapes.append(LAYER_KINDS[layer.kind].output(layer.params, shapes[-1]))
+        return shapes
+
+    def _input(self) -> Incoming:
+        spatial = None if self.spatial is None else tuple(self.spatial)
+        return Incoming(self.batch, self.features, spatial, self.dtype, self.device)
 
     def widths(self) -> list[int]:
-        """The feature width entering each layer, then the width of the output."""
-        widths = [self.features]
-        for layer in self.layers:
-            widths.append(LAYER_KINDS[layer.kind].out_features(layer.params, widths[-1]))
-        return widths
+        """The width (features or channels) entering each layer, then the width of the output."""
+        return [shape.width for shape in self.incoming()]
 
     @property
     def output_shape(self) -> tuple[int, ...]:
-        return (*self.input_shape[:-1], self.widths()[-1])
+        out = self.incoming()[-1]
+        return self._shape(out.width, out.spatial)
 
     @property
     def random(self) -> bool:
@@ -179,10 +195,25 @@ def validate(spec: NetSpec) -> None:
         "inputs 'ones' feeds token 1: vocab must be at least 2",
     )
     _require(len(spec.layers) >= 1, "a spec needs at least one layer")
-    width = spec.features
+    _require(
+        spec.spatial is None
+        or (isinstance(spec.spatial, list) and 1 <= len(spec.spatial) <= 3)
+        and all(map(_is_positive_int, spec.spatial)),
+        f"spatial must be null or a list of 1 to 3 positive integers, got {spec.spatial!r}",
+    )
+    _require(
+        spec.spatial is None or (spec.seq is None and spec.vocab is None),
+        "an image input (spatial) takes neither seq nor vocab",
+    )
+    incoming = spec._input()
     for index, layer in enumerate(spec.layers):
-        kind = LAYER_KINDS.get(layer.kind)
+        kind, width = LAYER_KINDS.get(layer.kind), incoming.width
         _require(kind is not None, f"layers[{index}]: unknown kind {layer.kind!r}; known: {', '.join(LAYER_KINDS)}")
+        _require(
+            kind.takes(incoming),
+            f"layers[{index}] ({layer.kind}): a {kind.layout} layer cannot take an input of shape "
+            f"{spec._shape(width, incoming.spatial)} (images need 'spatial'; see docs/spec.md)",
+        )
         expected = {p.name for p in kind.params}
         _require(
             set(layer.params) == expected,
@@ -195,10 +226,21 @@ def validate(spec: NetSpec) -> None:
                 f"layers[{index}] ({layer.kind}): invalid {param.name}={value!r} for input width {width}",
             )
         _require(
+            dict(kind.fit(layer.params, incoming)) == layer.params,
+            f"layers[{index}] ({layer.kind}): params {layer.params} do not fit an input of shape "
+            f"{spec._shape(width, incoming.spatial)}; fitted they would be {dict(kind.fit(layer.params, incoming))}",
+        )
+        _require(
             layer.frozen is False or (layer.frozen is True and kind.trainable(layer.params)),
             f"layers[{index}] ({layer.kind}): frozen must be false for a layer without parameters",
         )
-        width = kind.out_features(layer.params, width)
+        _require(
+            not kind.mutates_input
+            or (index == 0 and not spec.checkpointed(0) and (not spec.input_requires_grad or spec.vocab is not None)),
+            f"layers[{index}] ({layer.kind}): only the first layer, outside checkpoints, of a network whose input "
+            "needs no grad may update its input in place (eager rejects the rest: see docs/spec.md)",
+        )
+        incoming = kind.output(layer.params, incoming)
     trainable = any(not layer.frozen and LAYER_KINDS[layer.kind].trainable(layer.params) for layer in spec.layers)
     _require(
         trainable or spec.input_requires_grad or spec.vocab is not None,

@@ -13,14 +13,18 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from hypothesis import assume
 from hypothesis import strategies as st
 
-from fuzz.layers import LAYER_KINDS, LayerKind, Param
+from fuzz.layers import LAYER_KINDS, Incoming, LayerKind, Param
 from fuzz.op_catalog import OpCall, catalog
 from fuzz.spec import AUTOCAST_REGIONS, CHECKPOINT_APIS, DETERMINISM_CHECKS, DTYPES, CheckpointSpec, LayerSpec, NetSpec
 
 MAX_DIM = 64
 MAX_LAYERS = 8
+# Images: channels and spatial sizes of the input (layers may grow them: see fuzz.layers.MAX_SPATIAL).
+MAX_CHANNELS = 16
+MAX_INPUT_SPATIAL = 8
 
 
 def _rarely(draw: st.DrawFn) -> bool:
@@ -37,6 +41,8 @@ def _param_values(param: Param, width: int, max_dim: int) -> st.SearchStrategy[A
         return st.integers(0, width - 1)
     if param.domain == "flag":
         return st.booleans()
+    if param.domain == "int":
+        return st.integers(param.low, param.high)
     return st.sampled_from(param.choices)
 
 
@@ -46,15 +52,22 @@ OP_KINDS = ("op", "op_module")
 
 @st.composite
 def layer_specs(
-    draw: st.DrawFn, kinds: Sequence[LayerKind], width: int, max_dim: int = MAX_DIM, op_calls: Sequence[OpCall] = ()
+    draw: st.DrawFn,
+    kinds: Sequence[LayerKind],
+    incoming: Incoming,
+    max_dim: int = MAX_DIM,
+    op_calls: Sequence[OpCall] = (),
 ) -> LayerSpec:
-    """One layer for input ``width``: of one of ``kinds``, its parameters drawn from their declared domains, or
-    (about half the time, when ``op_calls`` is not empty) one of the op family's ``op_calls``."""
-    if op_calls and (not kinds or draw(st.integers(0, 1))):
+    """One layer for ``incoming``: of one of ``kinds`` that takes it, its parameters drawn from their declared
+    domains and fitted to it, or (about half the time, when ``op_calls`` is not empty) one of the op
+    family's ``op_calls``."""
+    takers = [kind for kind in kinds if kind.takes(incoming)]
+    if op_calls and (not takers or draw(st.integers(0, 1))):
         call = draw(st.sampled_from(op_calls))
         return LayerSpec(call.kind, call.params)
-    kind = draw(st.sampled_from(kinds))
-    params = {p.name: draw(_param_values(p, width, max_dim)) for p in kind.params}
+    kind = draw(st.sampled_from(takers))
+    drawn = {p.name: draw(_param_values(p, incoming.width, max_dim)) for p in kind.params}
+    params = dict(kind.fit(drawn, incoming))
     frozen = _rarely(draw) and kind.trainable(params)  # drawn for every kind: shrinking is steadier
     return LayerSpec(kind.name, params, frozen)
 
@@ -120,14 +133,19 @@ PLACEMENTS = ("outside", "inside", "new")
 
 @st.composite
 def _placed_layer(
-    draw: st.DrawFn, kinds: Sequence[LayerKind], width: int, max_dim: int, op_calls: Sequence[OpCall], slow: bool
+    draw: st.DrawFn,
+    kinds: Sequence[LayerKind],
+    incoming: Incoming,
+    max_dim: int,
+    op_calls: Sequence[OpCall],
+    slow: bool,
 ) -> tuple[LayerSpec, Any, bool]:
     """A layer, its placement (with the options of a checkpoint it may open) and whether more layers follow.
 
     All three share one span, so the shrinker deletes a layer, its checkpoint membership and
     options included, by deleting one span; the flag comes last so the remaining layers stay valid.
     """
-    layer = draw(layer_specs(kinds, width, max_dim, op_calls))
+    layer = draw(layer_specs(kinds, incoming, max_dim, op_calls))
     role = draw(st.sampled_from(PLACEMENTS))
     options = draw(checkpoint_options(MAX_LAYERS, slow)) if role != "outside" else None
     return layer, (role, options), draw(st.integers(0, 3)) > 0
@@ -151,6 +169,39 @@ def _valid_for_span(options: CheckpointSpec, start: int, stop: int, layers: Sequ
             ckpt, determinism_check="default", selective=False, nested=False, extra_args=False, multi_output=False
         )
     return replace(ckpt, segments=1)
+
+
+@st.composite
+def _spatial(draw: st.DrawFn, kinds: Sequence[LayerKind]) -> list[int] | None:
+    """An image input's spatial sizes (1 to 3 dims), or None for features: images only where ``kinds`` hold
+    a "channels" kind; one network in four beside "features" kinds, one in two beside "any" ones only."""
+    layouts = {kind.layout for kind in kinds}
+    if "channels" not in layouts:
+        return None
+    if "features" in layouts and draw(st.integers(0, 3)) < 3 or "any" in layouts and draw(st.booleans()):
+        return None
+    return draw(st.lists(st.integers(1, MAX_INPUT_SPATIAL), min_size=1, max_size=3))
+
+
+def _input_updates_where_eager_allows(
+    layers: list[LayerSpec], checkpoints: list[CheckpointSpec], input_requires_grad: bool, can_skip_input_grad: bool
+) -> tuple[list[LayerSpec], bool]:
+    """The layers with each in-place update of a layer's own input kept only where eager allows it, and whether the
+    input then requires grad.
+
+    Eager allows it only on the network's own input, outside checkpoints, when that input is not a leaf that
+    requires grad: a checkpoint rejects a mutated input (its saved-input version check), and after another
+    layer the update may overwrite an output that layer saved for backward. Elsewhere the update goes to a
+    product of the input instead (a `view_update`).
+    """
+    first_allowed = not any(c.start == 0 for c in checkpoints) and (not input_requires_grad or can_skip_input_grad)
+    fitted = []
+    for index, layer in enumerate(layers):
+        if LAYER_KINDS[layer.kind].mutates_input and not (index == 0 and first_allowed):
+            layer = LayerSpec("view_update", {**layer.params, "on": "product"})
+        fitted.append(layer)
+    mutated = LAYER_KINDS[fitted[0].kind].mutates_input
+    return fitted, input_requires_grad and not mutated
 
 
 def checkpoints_from_placements(placements: Sequence[Any], layers: Sequence[LayerSpec]) -> list[CheckpointSpec]:
@@ -187,15 +238,17 @@ def net_specs(
     dtype = draw(st.sampled_from(dtypes))
     op_calls = draw(_op_swarm(dtype, [k for k in OP_KINDS if k in chosen], ops))
     batch = draw(st.integers(1, 4))
-    seq = draw(st.integers(1, 8)) if draw(st.booleans()) else None
-    features = draw(st.integers(1, max_dim))
-    vocab = draw(st.integers(2, 64)) if _rarely(draw) else None
-    width, more, placed = features, True, []
-    while more and len(placed) < max_layers:
-        layer, placement, more = draw(_placed_layer(usable, width, max_dim, op_calls, slow_known_issues))
+    spatial = draw(_spatial(usable))
+    seq = draw(st.integers(1, 8)) if spatial is None and draw(st.booleans()) else None
+    features = draw(st.integers(1, max_dim if spatial is None else MAX_CHANNELS))
+    vocab = draw(st.integers(2, 64)) if spatial is None and _rarely(draw) else None
+    incoming, more, placed = Incoming(batch, features, spatial and tuple(spatial), dtype, device), True, []
+    while more and len(placed) < max_layers and (op_calls or any(kind.takes(incoming) for kind in usable)):
+        layer, placement, more = draw(_placed_layer(usable, incoming, max_dim, op_calls, slow_known_issues))
         placed.append((layer, placement))
-        width = LAYER_KINDS[layer.kind].out_features(layer.params, width)
+        incoming = LAYER_KINDS[layer.kind].output(layer.params, incoming)
     layers = [layer for layer, _ in placed]
+    assume(layers)  # the input was one no kind of ``kinds`` takes
     checkpoints = checkpoints_from_placements([placement for _, placement in placed], layers)
     if any(LAYER_KINDS[layer.kind].random for layer in layers):
         # Dynamo never compiles checkpoint_sequential (the whole network then runs eagerly), and a
@@ -205,6 +258,13 @@ def net_specs(
     if autocast == "checkpoints" and not any(c.api == "checkpoint" for c in checkpoints):
         autocast = "forward"
     trainable = any(not layer.frozen and LAYER_KINDS[layer.kind].trainable(layer.params) for layer in layers)
+    seed = draw(st.integers(0, 2**16))
+    # Tokens never require grad; a float input goes without grad only when some layer trains.
+    input_requires_grad = vocab is None and (not _rarely(draw) or not trainable)
+    if any(LAYER_KINDS[layer.kind].mutates_input for layer in layers):
+        layers, input_requires_grad = _input_updates_where_eager_allows(
+            layers, checkpoints, input_requires_grad, trainable or vocab is not None
+        )
     return NetSpec(
         features=features,
         layers=layers,
@@ -213,9 +273,9 @@ def net_specs(
         seq=seq,
         dtype=dtype,
         device=device,
-        seed=draw(st.integers(0, 2**16)),
-        # Tokens never require grad; a float input goes without grad only when some layer trains.
-        input_requires_grad=vocab is None and (not _rarely(draw) or not trainable),
+        seed=seed,
+        input_requires_grad=input_requires_grad,
         vocab=vocab,
         autocast=autocast,
+        spatial=spatial,
     )

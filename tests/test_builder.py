@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from fuzz.layers import LAYER_KINDS
+from fuzz.layers import LAYER_KINDS, Incoming
 from fuzz.model_builder import build_example, network_source
 from fuzz.op_catalog import catalog
 from fuzz.parity import forward_backward, fresh_input
-from fuzz.spec import DTYPES, CheckpointSpec, LayerSpec, NetSpec
+from fuzz.spec import DTYPES, CheckpointSpec, LayerSpec, NetSpec, validate
 from fuzz.strategies import OP_KINDS
 
 
@@ -16,27 +16,45 @@ def _params(kind_name: str) -> dict:
         return next(call for call in catalog().calls if call.kind == kind_name and call.variant > 0).params
     # Widths differ from the input width (5) so a wrong out_features shows up as a shape error.
     values = {"dim": 3, "divisor": 5, "offset": 2, "flag": True}
-    return {p.name: values.get(p.domain, p.choices[-1] if p.choices else None) for p in LAYER_KINDS[kind_name].params}
+    return {
+        p.name: p.high if p.domain == "int" else values.get(p.domain, p.choices[-1] if p.choices else None)
+        for p in LAYER_KINDS[kind_name].params
+    }
+
+
+def _inputs(kind_name: str) -> list[tuple[int, ...] | None]:
+    """Spatial sizes to build a kind on: None (features) and images of 1 to 3 spatial dims, where it takes them."""
+    candidates = [None, (4,), (4, 4), (2, 4, 4)]
+    return [s for s in candidates if LAYER_KINDS[kind_name].takes(Incoming(2, 5, s))]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("kind", list(LAYER_KINDS))
-def test_every_layer_kind_builds_and_runs_forward_and_backward(kind, dtype):
+@pytest.mark.parametrize(("kind", "spatial"), [(k, s) for k in LAYER_KINDS for s in _inputs(k)], ids=str)
+def test_every_layer_kind_builds_and_runs_forward_and_backward(kind, spatial, dtype):
+    layer_kind, incoming = LAYER_KINDS[kind], Incoming(2, 5, spatial, dtype)
+    layers = [LayerSpec(kind, dict(layer_kind.fit(_params(kind), incoming)))]
+    if layer_kind.mutates_input:  # on the network's input, which then needs no grad, outside checkpoints
+        trainable = "batch_norm" if spatial else "linear"
+        layers.append(LayerSpec(trainable, dict(LAYER_KINDS[trainable].fit(_params(trainable), incoming))))
     spec = NetSpec(
         features=5,
         batch=2,
-        seq=3,
+        seq=None if spatial else 3,
+        spatial=spatial and list(spatial),
         dtype=dtype,
-        layers=[LayerSpec(kind, _params(kind))],
-        checkpoints=[CheckpointSpec(0, 1)],
+        layers=layers,
+        checkpoints=[] if layer_kind.mutates_input else [CheckpointSpec(0, 1)],
+        input_requires_grad=not layer_kind.mutates_input,
     )
+    validate(spec)
     example = build_example(spec)
     out = example.net(example.input)
     assert out.shape == spec.output_shape == example.cotangent.shape
     assert out.dtype == getattr(torch, dtype)
     out.backward(example.cotangent)
-    assert torch.isfinite(example.input.grad).all()
-    assert example.input.grad.abs().sum() > 0
+    grads = [example.input.grad] if spec.input_requires_grad else [p.grad for p in example.net.parameters()]
+    assert all(torch.isfinite(g).all() for g in grads)
+    assert sum(g.abs().sum() for g in grads) > 0
 
 
 def _stack() -> NetSpec:

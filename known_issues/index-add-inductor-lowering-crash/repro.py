@@ -176,20 +176,46 @@ class Mismatch(str):
     """A one-line description of a tensor that does not match, carrying the sizes of the errors.
 
     ``error``: max|actual - truth| / max|truth| (inf for a missing, misshapen or non-finite
-    tensor); ``eager_error``: eager's, against the same float64 truth (None without one).
+    tensor); ``eager_error``: eager's, against the same float64 truth (None without one); ``state``:
+    the tensor is one the network mutates (`mutable_state`), not the output or a gradient.
     """
 
     error: float
     eager_error: float | None
+    state: bool
 
-    def __new__(cls, text, error=float("inf"), eager_error=None):
+    def __new__(cls, text, error=float("inf"), eager_error=None, state=False):
         mismatch = super().__new__(cls, text)
-        mismatch.error, mismatch.eager_error = error, eager_error
+        mismatch.error, mismatch.eager_error, mismatch.state = error, eager_error, state
         return mismatch
 
-    def named(self, name):
-        """The same mismatch, its description headed by the tensor's name."""
-        return Mismatch(f"{name}: {self}", self.error, self.eager_error)
+    def named(self, name, state=False):
+        """The same mismatch, its description headed by the tensor's name; ``state``: a mutated tensor's."""
+        return Mismatch(f"{name}: {self}", self.error, self.eager_error, state)
+
+
+# What a run may mutate in place (its input, the network's buffers) is recorded beside the gradients under
+# these suffixes (`mutable_state`). After backward it is judged against the state after forward: without
+# checkpoints a backward mutates nothing, while eager's checkpoint recomputation re-runs in-place updates
+# (BatchNorm's running statistics are updated twice, a documented PyTorch caveat) where thunder's does not.
+AFTER_FORWARD, AFTER_BACKWARD = " after forward", " after backward"
+_WRAPPED = "_checkpoint_wrapped_module."
+
+
+def is_state(name):
+    """Whether a result entry is a mutated tensor's state rather than a gradient."""
+    return name.endswith((AFTER_FORWARD, AFTER_BACKWARD))
+
+
+def mutable_state(net, x, suffix):
+    """Copies of what a run may mutate, keyed "<name><suffix>": a float input and every buffer (as float64
+    when it is an integer count)."""
+    tensors = {"input": x} if x.is_floating_point() else {}
+    tensors.update((f"buffer {name.replace(_WRAPPED, '')}", buffer) for name, buffer in net.named_buffers())
+    return {
+        name + suffix: t.detach().clone() if t.is_floating_point() else t.detach().double()
+        for name, t in tensors.items()
+    }
 
 
 def fresh_input(x):
@@ -202,15 +228,17 @@ def forward_backward(fn, net, x, cotangent):
 
     ``fn`` is ``net`` itself (eager) or a compiled wrapper of it. Gradients are keyed
     ``"input"`` and by parameter name (checkpoint_wrapper's prefix removed, so a network and
-    its ``PlainNet`` share names); a parameter that received no gradient maps to None.
+    its ``PlainNet`` share names); a parameter that received no gradient maps to None. The
+    `mutable_state` after forward and after backward is in the same mapping.
     The global RNG is seeded first, so every run of a network draws the same random numbers.
     """
     torch.manual_seed(0)
     output = fn(x)
+    after_forward = mutable_state(net, x, AFTER_FORWARD)
     output.backward(cotangent)
     grads = {"input": x.grad}
-    grads.update((name.replace("_checkpoint_wrapped_module.", ""), p.grad) for name, p in net.named_parameters())
-    return output.detach(), grads
+    grads.update((name.replace(_WRAPPED, ""), p.grad) for name, p in net.named_parameters())
+    return output.detach(), {**grads, **after_forward, **mutable_state(net, x, AFTER_BACKWARD)}
 
 
 def float64_reference(net, x, cotangent):
@@ -336,22 +364,31 @@ def systematic_bound(eager, want, dtype, measured):
     return drift + eager_factor * (eager_drift + 3 * eager_noise / want.numel() ** 0.5), eager_drift, eager_noise
 
 
+def _truth_name(name):
+    """The entry a result's ``name`` is judged against (state after backward: the state after forward)."""
+    return name.removesuffix(AFTER_BACKWARD) + AFTER_FORWARD if name.endswith(AFTER_BACKWARD) else name
+
+
 def _mismatches(thunder_result, eager_result, reference_result, sensitivities):
+    """Mismatches of the output and the state after forward, then of the gradients and the state after backward."""
     (thunder_out, thunder_grads), (eager_out, eager_grads) = thunder_result, eager_result
     ref_out, ref_grads = reference_result if reference_result is not None else (None, {})
-    truth = [t for t in (ref_out, *ref_grads.values()) if t is not None] or [eager_out, *eager_grads.values()]
+    # The example's scale is its output's and gradients', not its states' (an input is of order 1).
+    truth = [t for n, t in [("output", ref_out), *ref_grads.items()] if t is not None and not is_state(n)]
+    truth = truth or [eager_out, *(t for n, t in eager_grads.items() if not is_state(n))]
     example_scale = max((t.detach().abs().max().item() for t in truth if t is not None and t.numel()), default=0.0)
     forward = mismatch(thunder_out, eager_out, ref_out, example_scale, sensitivities.get("output"))
-    gradients = [
-        m.named(f"grad of {name}")
-        for name in eager_grads
-        if (
-            m := mismatch(
-                thunder_grads.get(name), eager_grads[name], ref_grads.get(name), example_scale, sensitivities.get(name)
-            )
+    forward, gradients = ([forward.named("output")] if forward else []), []
+    for name in eager_grads:
+        want = _truth_name(name)
+        found = mismatch(
+            thunder_grads.get(name), eager_grads[want], ref_grads.get(want), example_scale, sensitivities.get(want)
         )
-    ]
-    return ([forward.named("output")] if forward else []), gradients
+        if found and is_state(name):
+            (forward if name.endswith(AFTER_FORWARD) else gradients).append(found.named(name, state=True))
+        elif found:
+            gradients.append(found.named(f"grad of {name}"))
+    return forward, gradients
 
 
 def _sensitivities(eager_result, nudged):
@@ -420,7 +457,8 @@ def failure_class(forward, gradients, right_one_precision_up=None):
     "accuracy" when every mismatch was measured against float64, stays below `ACCURACY_LIMIT` of its tensor's
     scale (none missing, misshapen or non-finite), and ``right_one_precision_up()`` says thunderfx is right on the
     same network in a wider dtype: thunder's error, many times eager's, is a matter of precision. Else
-    "forward-divergence" (the output differs) or "gradient-divergence".
+    "forward-divergence" (the output differs), "gradient-divergence" (a gradient does), or "state-divergence"
+    (only a tensor the network mutates in place does).
     """
     mismatches = forward + gradients
     if not mismatches:
@@ -428,7 +466,9 @@ def failure_class(forward, gradients, right_one_precision_up=None):
     measured = all(m.eager_error is not None and m.error <= ACCURACY_LIMIT for m in mismatches)
     if measured and right_one_precision_up is not None and right_one_precision_up():
         return "accuracy"
-    return "forward-divergence" if forward else "gradient-divergence"
+    if any(not m.state for m in forward):
+        return "forward-divergence"
+    return "gradient-divergence" if any(not m.state for m in gradients) else "state-divergence"
 
 
 def crash_signature(error_type, message):
