@@ -234,7 +234,12 @@ class ViewUpdate(nn.Module):
 
 
 class BufferUpdate(nn.Module):
-    """A running mean kept in a buffer and updated in place under ``torch.no_grad()`` (as EMA code does), then read."""
+    """A running mean of the input kept in a buffer and updated in place under ``torch.no_grad()``, as EMA code does;
+    the input passes through unchanged.
+
+    The buffer is not read in the forward: eager's checkpoint recomputation updates it a second time, so a
+    read would give the recomputed forward other values than the first (eager's own gradient then differs
+    with and without the checkpoint, as BatchNorm's would in eval mode if it updated its statistics)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -243,7 +248,7 @@ class BufferUpdate(nn.Module):
     def forward(self, x):
         with torch.no_grad():
             self.mean.mul_(0.9).add_(0.1 * x.mean())
-        return x - self.mean
+        return x
 
 
 def conv_class(dims: int, transposed: bool = False) -> type:

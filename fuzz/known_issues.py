@@ -360,6 +360,71 @@ KNOWN_ISSUES += (
 )
 
 
+def _view_update(where: Callable[[dict, bool], bool]) -> LayerTrigger:
+    """A trigger: an in-place update through a view (`view_update`, `input_update`) whose params satisfy ``where``
+    (its second argument: whether the layer runs in a compiled checkpoint)."""
+    return lambda spec, i: spec.layers[i].kind in ("view_update", "input_update") and where(
+        spec.layers[i].params, _in_compiled_checkpoint(spec, i)
+    )
+
+
+# Found by the mutation family (issue 14) on thunder 0.2.6 (CPU); measured over every view x update x read
+# (features 4, batch 3, float32): narrow is right inside checkpoints, add_ then a read of the base outside them.
+KNOWN_ISSUES += (
+    _layer_issue(
+        "inplace-view-then-view-read-crash",
+        "an in-place update through a view followed by a read of that view (y = x * 2; v = y[0]; v.add_(0.5); "
+        "y + v.sum()) crashes thunderfx for select, slice, view, transpose, diagonal ('RuntimeError: expand: the "
+        "requested shape has too few dimensions!', 'expand: attempting to expand a dimension of length 4!') and "
+        "narrow ('Attempting to reshape a.shape=(3, 1) to shape=(3, 4)'), or silently gives another output or input "
+        "gradient (unsqueeze); inside a checkpoint narrow is right (thunder-general)",
+        ("thunder-crash", "forward-divergence", "gradient-divergence"),
+        _view_update(lambda p, checkpointed: p["read"] == "view" and not (checkpointed and p["view"] == "narrow")),
+    ),
+    _layer_issue(
+        "inplace-view-grad-dropped",
+        "outside checkpoints, an in-place update whose derivative is not 1 (mul_, copy_, relu_, sin_) through a view "
+        "(y[0], y[:, 1:], y.view(-1), y.transpose(0, 1), y.narrow(-1, 0, 1), y.unsqueeze(0)) of y = x * 2 gives x a "
+        "wrong gradient under thunderfx, silently: thunder differentiates as if the update were not there "
+        "(mul_(3): 2 where eager gives 6); add_ is right (thunder-general)",
+        ("gradient-divergence",),
+        _view_update(
+            lambda p, checkpointed: not checkpointed and p["read"] == "base" and p["update"] != "add_"
+            and p["view"] != "diagonal"
+        ),
+    ),
+    _layer_issue(
+        "diagonal-inplace-update-lost",
+        "an in-place update through y.diagonal(dim1=0, dim2=1) is lost from thunderfx's output (y = x * 2; "
+        "y.diagonal(0, 1).add_(0.5): the diagonal is 0.5 lower than eager's), every update alike; inside a "
+        "checkpoint thunderfx crashes with a bare AssertionError instead (thunder-general)",
+        ("forward-divergence", "gradient-divergence", "thunder-crash"),
+        _view_update(lambda p, checkpointed: p["view"] == "diagonal" and p["read"] == "base"),
+    ),
+    _layer_issue(
+        "inplace-view-in-checkpoint-crash",
+        "inside a checkpointed function, an in-place update through a view other than narrow (y = x * 2; "
+        "y[0].add_(0.5); return y) crashes thunderfx: 'RuntimeError: a leaf Variable that requires grad is being "
+        "used in an in-place operation.' (AssertionError for relu_), or, on other shapes, silently loses the update "
+        "from the output (an image input of 7: every element 1.0 off); add_ is right without the checkpoint "
+        "(checkpoint-specific for add_, thunder-general for the updates outside checkpoints get wrong too)",
+        ("thunder-crash", "forward-divergence", "gradient-divergence"),
+        _view_update(
+            lambda p, checkpointed: checkpointed and p["read"] == "base" and p["view"] not in ("narrow", "diagonal")
+        ),
+    ),
+    _layer_issue(
+        "buffer-update-in-checkpoint-lost",
+        "inside a checkpointed function, an in-place update of a buffer under torch.no_grad() (an EMA: "
+        "self.mean.mul_(0.9).add_(0.1 * x.mean())) is not applied by thunderfx: the buffer keeps its old value after "
+        "forward and after backward, where eager updates it; right outside checkpoints, and BatchNorm's running "
+        "statistics are right inside them (state divergence, checkpoint-specific)",
+        ("state-divergence",),
+        lambda spec, i: spec.layers[i].kind == "buffer_update" and _in_compiled_checkpoint(spec, i),
+    ),
+)
+
+
 # Ops whose output can far exceed their input's range (inputs are mapped into thunder's sample ranges).
 _EXPLOSIVE = frozenset(
     "sinh cosh exp exp2 expm1 pow square tan reciprocal ldexp lgamma digamma polygamma zeta div true_divide".split()

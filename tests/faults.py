@@ -11,11 +11,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
+import thunder.torch as ltorch
 import torch.nn.functional as F
 from thunder.dynamo.utils import _torch_to_thunder_function_map
 
@@ -78,6 +80,45 @@ def _once(op, disaster: Callable[[], None]):
     return faulty
 
 
+def _dilation_gradient_x2(op):
+    """A convolution whose gradients are doubled when it is called with a dilation other than 1."""
+
+    def faulty(*args, **kwargs):
+        y = op(*args, **kwargs)
+        dilation = kwargs.get("dilation", args[5] if len(args) > 5 else 1)
+        dilated = any(d != 1 for d in (dilation if isinstance(dilation, (tuple, list)) else (dilation,)))
+        return y + ((y + _HUGE) - _HUGE) if dilated else y
+
+    faulty.__name__ = f"faulty_{getattr(op, '__name__', 'op')}"
+    return faulty
+
+
+def _inside_thunder_checkpoint() -> bool:
+    """Whether thunder is tracing a checkpointed function (its checkpoint symbol or its recomputation) right now."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_filename == ltorch.__file__ and code.co_name in _THUNDER_CHECKPOINT_FUNCTIONS:
+            return True
+        frame = frame.f_back
+    return False
+
+
+_THUNDER_CHECKPOINT_FUNCTIONS = ("checkpoint", "_augmented_forward_checkpoint", "_backward_checkpoint")
+
+
+def _copied_gradient_x2(copy_):
+    """thunder's in-place path (``_copy_``, which add_, mul_, copy_, relu_, ... of a view all end in) with the
+    gradient of the copied value doubled, inside checkpointed functions only."""
+
+    def faulty(a, b, /):
+        if _inside_thunder_checkpoint() and isinstance(b, ltorch.TensorLike):
+            b = b + ((b + _HUGE) - _HUGE)
+        return copy_(a, b)
+
+    return faulty
+
+
 FAULTS = {
     "tanh-grad-x2": (torch.tanh, lambda op: _scaled_gradient(op, 2.0)),
     "tanh-grad-x1.001": (torch.tanh, lambda op: _scaled_gradient(op, 1.001)),
@@ -89,11 +130,28 @@ FAULTS = {
     # Process-level failures, once per campaign (needs $FUZZ_FAULT_MARKER).
     "tanh-segfault-once": (torch.tanh, lambda op: _once(op, _segfault)),
     "tanh-hang-once": (torch.tanh, lambda op: _once(op, _hang)),
+    # Only one argument of the convolutions: a dilation other than 1.
+    **{
+        f"conv-dilation-grad-x2-{conv.__name__}": (conv, _dilation_gradient_x2)
+        for conv in (torch.conv1d, torch.conv2d, torch.conv3d)
+    },
 }
+# Faults in thunder's own functions (module, attribute, faulty version), applied inside checkpoints by themselves.
+PATCHES = {"inplace-copy-grad-x2": (ltorch, "_copy_", _copied_gradient_x2)}
+# Faults made of several entries of FAULTS.
+GROUPS = {"conv-dilation-grad-x2": [name for name in FAULTS if name.startswith("conv-dilation-grad-x2-")]}
 
 
 def install(name: str) -> Callable[[], None]:
     """Inject fault ``name`` into thunder, inside checkpoints only; returns the undo."""
+    if name in GROUPS:
+        undos = [install(part) for part in GROUPS[name]]
+        return lambda: [undo() for undo in undos]
+    if name in PATCHES:
+        module, attribute, make_faulty = PATCHES[name]
+        original = getattr(module, attribute)
+        setattr(module, attribute, make_faulty(original))
+        return lambda: setattr(module, attribute, original)
     torch_op, make_faulty = FAULTS[name]
     original = _torch_to_thunder_function_map[torch_op]
     _torch_to_thunder_function_map[torch_op] = make_faulty(original)

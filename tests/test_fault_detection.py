@@ -129,3 +129,65 @@ def test_a_dead_worker_is_reported_and_the_campaign_goes_on(tmp_path, fault):
     # The other shards ran to their budget: 3 passed, and the campaign's examples kept counting.
     assert "1 failed, 3 passed" in run.stdout, run.stdout[-2000:]
     assert summary["examples"] > 10
+
+
+_VIEW_UPDATE = {"view": "narrow", "update": "add_", "on": "product", "read": "base"}
+_DILATED_CONV = {
+    "out_channels": 1,
+    "kernel": 1,
+    "stride": 1,
+    "padding": "0",
+    "dilation": 2,
+    "groups": 1,
+    "bias": False,
+    "transposed": False,
+    "dims": 1,
+}
+
+
+@pytest.mark.parametrize(
+    ("fault", "layers", "minimal"),
+    [
+        # thunder's in-place path (`_copy_`), inside checkpoints: the mutation through a view that thunder 0.2.6
+        # otherwise gets right there (narrow; the other views are registered known issues, excluded here).
+        (
+            "inplace-copy-grad-x2",
+            "view_update,relu",
+            NetSpec(features=1, layers=[LayerSpec("view_update", _VIEW_UPDATE)], checkpoints=[CheckpointSpec(0, 1)]),
+        ),
+        # One argument of the convolutions: a dilation other than 1.
+        (
+            "conv-dilation-grad-x2",
+            "conv,relu",
+            NetSpec(
+                features=1, spatial=[1], layers=[LayerSpec("conv", _DILATED_CONV)], checkpoints=[CheckpointSpec(0, 1)]
+            ),
+        ),
+    ],
+    ids=["inplace-through-view", "conv-dilation"],
+)
+def test_a_fault_in_a_new_kind_is_found_and_shrunk_to_that_layer(tmp_path, fault, layers, minimal):
+    run = run_campaign(
+        tmp_path,
+        "--hypothesis-profile",
+        "nightly",
+        "--fuzz-minutes",
+        "3",
+        "--fuzz-layers",
+        layers,
+        "--known-issues",
+        "exclude",
+        "--fuzz-confirm",
+        "no",
+        fault=fault,
+    )
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    summary = json.loads((tmp_path / "artifacts" / "summary.json").read_text())
+    (failure,) = summary["failures"]
+    assert failure["class"] == "gradient-divergence" and failure["triage"] == "checkpoint-specific", failure
+    spec = NetSpec.from_json((tmp_path / "artifacts" / failure["id"] / "spec.json").read_text())
+    print(
+        f"{fault}: detected after {summary['first_failure']['after_s']} s, shrunk after {failure['shrunk_after_s']} s "
+        f"to {spec.to_json()}"
+    )
+    assert spec == minimal
