@@ -363,8 +363,9 @@ KNOWN_ISSUES += (
 def _view_update(where: Callable[[dict, bool], bool]) -> LayerTrigger:
     """A trigger: an in-place update through a view (`view_update`, `input_update`) whose params satisfy ``where``
     (its second argument: whether the layer runs in a compiled checkpoint)."""
-    return lambda spec, i: spec.layers[i].kind in ("view_update", "input_update") and where(
-        spec.layers[i].params, _in_compiled_checkpoint(spec, i)
+    return lambda spec, i: (
+        spec.layers[i].kind in ("view_update", "input_update")
+        and where(spec.layers[i].params, _in_compiled_checkpoint(spec, i))
     )
 
 
@@ -389,8 +390,9 @@ KNOWN_ISSUES += (
         "(mul_(3): 2 where eager gives 6); add_ is right (thunder-general)",
         ("gradient-divergence",),
         _view_update(
-            lambda p, checkpointed: not checkpointed and p["read"] == "base" and p["update"] != "add_"
-            and p["view"] != "diagonal"
+            lambda p, checkpointed: (
+                not checkpointed and p["read"] == "base" and p["update"] != "add_" and p["view"] != "diagonal"
+            )
         ),
     ),
     _layer_issue(

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import torch
 import thunder.torch as ltorch
+import torch
 import torch.nn.functional as F
 from thunder.dynamo.utils import _torch_to_thunder_function_map
 
