@@ -4,8 +4,8 @@ Hypothesis's shrinker works on the choice sequence and can stop in a local minim
 ``linear(1 -> 1)`` that deleting its span alone does not remove, for one). This pass works on
 the spec itself: it tries deleting each layer and each checkpoint, replacing a layer that has
 parameters (an MLP with a tanh inside, say) by a simpler parameter-free kind, and going back to
-the plain float input, keeping a candidate when it is valid and still fails in the same class,
-until nothing more goes.
+the plain float input and the smallest batch, width and image, keeping a candidate when it is
+valid and still fails in the same class, until nothing more goes.
 """
 
 from __future__ import annotations
@@ -49,6 +49,10 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
     # The plain input: float features that require grad, no embedding.
     if spec.vocab is not None or not spec.input_requires_grad:
         yield replace(spec, vocab=None, input_requires_grad=True)
+    # The smallest sizes (the shrinker can stop at a width of 2 whose layer params its width-1 twin redraws).
+    for field, smallest in (("batch", 1), ("features", 1), ("spatial", spec.spatial and [1] * len(spec.spatial))):
+        if getattr(spec, field) != smallest:
+            yield replace(spec, **{field: smallest})
 
 
 def valid(spec: NetSpec) -> bool:

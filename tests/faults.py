@@ -9,14 +9,14 @@ processes of the run only; tests/fault_site also installs it in every other Pyth
 from __future__ import annotations
 
 import contextlib
+import operator
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import thunder.torch as ltorch
+import thunder.dynamo.splitter
 import torch
 import torch.nn.functional as F
 from thunder.dynamo.utils import _torch_to_thunder_function_map
@@ -93,28 +93,37 @@ def _dilation_gradient_x2(op):
     return faulty
 
 
-def _inside_thunder_checkpoint() -> bool:
-    """Whether thunder is tracing a checkpointed function (its checkpoint symbol or its recomputation) right now."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        code = frame.f_code
-        if code.co_filename == ltorch.__file__ and code.co_name in _THUNDER_CHECKPOINT_FUNCTIONS:
-            return True
-        frame = frame.f_back
-    return False
+_VIEW_METHODS = frozenset({"select", "view", "reshape", "transpose", "narrow", "diagonal", "unsqueeze"})
 
 
-_THUNDER_CHECKPOINT_FUNCTIONS = ("checkpoint", "_augmented_forward_checkpoint", "_backward_checkpoint")
+def _is_view(node: object) -> bool:
+    """Whether an FX argument is made by a view op (a method, or indexing)."""
+    if not isinstance(node, torch.fx.Node):
+        return False
+    return (node.op == "call_method" and node.target in _VIEW_METHODS) or (
+        node.op == "call_function" and node.target is operator.getitem
+    )
 
 
-def _copied_gradient_x2(copy_):
-    """thunder's in-place path (``_copy_``, which add_, mul_, copy_, relu_, ... of a view all end in) with the
-    gradient of the copied value doubled, inside checkpointed functions only."""
+def _view_updates_faulty(checkpoint_converter):
+    """thunderfx's preparation of each region it hands to thunder (`checkpoint_converter` is called on every one),
+    followed by a fault in the region's in-place updates through views: each is applied twice (a functionalization
+    that replays an update), so the update shows twice in the output.
 
-    def faulty(a, b, /):
-        if _inside_thunder_checkpoint() and isinstance(b, ltorch.TensorLike):
-            b = b + ((b + _HUGE) - _HUGE)
-        return copy_(a, b)
+    Not inside checkpoints, unlike the other faults: thunder 0.2.6 compiles no in-place update through a view
+    inside a checkpoint at all (known issue inplace-view-in-checkpoint-crash; narrow regions fall back to
+    inductor), while outside checkpoints it gets ``y[0].add_(0.5)`` right: that is where a fault can show. (A
+    doubled gradient cannot show there either: thunder drops the gradient of every such update whose derivative
+    is not 1, known issue inplace-view-grad-dropped.)"""
+
+    def faulty(gm, region):
+        checkpoint_converter(gm, region)
+        graph = region.graph
+        for node in list(graph.nodes):
+            if node.op == "call_method" and node.target.endswith("_") and node.args and _is_view(node.args[0]):
+                with graph.inserting_before(node.next):
+                    graph.call_method(node.target, node.args, node.kwargs)
+        region.recompile()
 
     return faulty
 
@@ -136,8 +145,8 @@ FAULTS = {
         for conv in (torch.conv1d, torch.conv2d, torch.conv3d)
     },
 }
-# Faults in thunder's own functions (module, attribute, faulty version), applied inside checkpoints by themselves.
-PATCHES = {"inplace-copy-grad-x2": (ltorch, "_copy_", _copied_gradient_x2)}
+# Faults in thunder's own functions: (module, attribute, faulty version of it).
+PATCHES = {"inplace-view-update-twice": (thunder.dynamo.splitter, "checkpoint_converter", _view_updates_faulty)}
 # Faults made of several entries of FAULTS.
 GROUPS = {"conv-dilation-grad-x2": [name for name in FAULTS if name.startswith("conv-dilation-grad-x2-")]}
 

@@ -21,12 +21,24 @@ def test_deletes_layers_and_checkpoints_that_the_failure_does_not_need():
 
 def test_keeps_what_the_failure_needs_and_never_builds_an_invalid_spec():
     spec = NetSpec(
-        features=2,
+        features=1,
         layers=[LayerSpec("linear", {"out_features": 3, "bias": True}), LayerSpec("tanh")],
         checkpoints=[CheckpointSpec(0, 2)],
     )
     needs_linear = lambda s: _has_checkpointed_tanh(s) and any(layer.kind == "linear" for layer in s.layers)  # noqa: E731
     assert reduce_spec(spec, needs_linear) == spec
+
+
+def test_goes_to_the_smallest_sizes_the_failure_allows():
+    conv = {"out_channels": 2, "kernel": 3, "stride": 1, "padding": "same", "dilation": 1, "groups": 2}
+    conv.update(bias=True, transposed=False, dims=2)
+    spec = NetSpec(
+        features=4, batch=3, spatial=[5, 3], layers=[LayerSpec("conv", conv)], checkpoints=[CheckpointSpec(0, 1)]
+    )
+    needs_groups = lambda s: s.layers[0].params.get("groups") == 2  # noqa: E731
+    reduced = reduce_spec(spec, needs_groups)
+    # Width 1 would need groups 1 (the spec would not be valid): the width stays, batch and image go to 1.
+    assert (reduced.batch, reduced.features, reduced.spatial) == (1, 4, [1, 1])
 
 
 def test_goes_back_to_the_plain_input_when_the_failure_does_not_need_the_embedding():
