@@ -427,6 +427,14 @@ KNOWN_ISSUES += (
         ("state-divergence",),
         lambda spec, i: spec.layers[i].kind == "buffer_update" and _in_compiled_checkpoint(spec, i),
     ),
+    _layer_issue(
+        "instance-norm-running-stats-not-updated",
+        "nn.InstanceNorm1d/2d/3d(track_running_stats=True) in training mode: thunderfx never updates running_mean "
+        "and running_var (they stay 0 and 1 after forward, where eager moves them by momentum 0.1), with or "
+        "without checkpoints; BatchNorm's are updated (state divergence, thunder-general; found by the state oracle)",
+        ("state-divergence",),
+        lambda spec, i: spec.layers[i].kind == "instance_norm" and spec.layers[i].params["track_running_stats"],
+    ),
 )
 
 
