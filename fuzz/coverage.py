@@ -30,6 +30,8 @@ def traits(spec: NetSpec) -> list[str]:
             labels.append(f"whole {spec.layers[ckpt.start].kind} wrapped")
     if spec.autocast:
         labels.append(f"autocast {spec.autocast}")
+    if spec.spatial is not None:
+        labels.append(f"image input {len(spec.spatial)}-d")
     for label, present in (
         ("sequence dim", spec.seq is not None),
         ("embedding input", spec.vocab is not None),
@@ -37,6 +39,7 @@ def traits(spec: NetSpec) -> list[str]:
         ("frozen layer", any(layer.frozen for layer in spec.layers)),
         ("random layer", spec.random),
         ("in-place layer", any(LAYER_KINDS[layer.kind].inplace for layer in spec.layers)),
+        ("in-place update of the network's input", any(LAYER_KINDS[layer.kind].mutates_input for layer in spec.layers)),
         ("all-ones input and cotangent", spec.inputs == "ones"),
     ):
         if present:

@@ -26,7 +26,7 @@ from fuzz.oracle import (
     judge,
     with_triage,
 )
-from fuzz.parity import nudged_runs, right_one_precision_up
+from fuzz.parity import nudged_runs, right_one_precision_up, truth_name
 from fuzz.runner import (
     CompileReport,
     Deadline,
@@ -212,12 +212,15 @@ def _max_difference(a: tuple | None, b: tuple | None) -> float | None:
 
 
 def _relative_error(result: tuple | None, truth: tuple) -> float:
-    """The largest |result - truth| / max|truth| over the tensors both have (0 for a crashed run)."""
+    """The largest |result - truth| / max|truth| over the tensors both have (0 for a crashed run); a state after
+    backward against the truth's state after forward, as the oracle judges it (`fuzz.parity.truth_name`)."""
     if result is None:
         return 0.0
+    (out, grads), (true_out, true_grads) = result, truth
+    pairs = [(out, true_out), *((grads[name], true_grads.get(truth_name(name))) for name in grads)]
     errors = [
         (x.double() - t.double()).abs().max().item() / (t.abs().max().item() or 1.0)
-        for x, t in _tensor_pairs(result, truth)
+        for x, t in pairs
         if x is not None and t is not None and x.numel() and x.shape == t.shape
     ]
     return max(errors, default=0.0)

@@ -130,9 +130,6 @@ class Param:
         return value in self.choices
 
 
-LAYOUTS = ("features", "channels", "any")
-
-
 @dataclass(frozen=True)
 class Incoming:
     """What enters a layer: the batch size, the width (features, or an image's channels), for an
@@ -157,10 +154,11 @@ class LayerKind:
     expression of ``x``. ``apply(params, module)``: the expression applying a module layer held
     in attribute ``module`` to ``x`` (default: ``module(x)``). ``has_parameters``: the module can
     have parameters (so it can be frozen); ``parameters_flag`` names the flag param that turns them on, if one does.
-    ``inplace``: mutates a saved tensor in place (eager rejects that under selective checkpointing).
+    ``inplace``: updates a tensor in place (activations, views of computed tensors, buffers): kept out of
+    selective checkpointing, where eager rejects in-place updates of what the policy saves.
     ``helpers``: classes of `fuzz.blocks` the source uses. ``random``: draws random numbers in
     training mode (eager and thunder draw different streams; the oracle compares such networks
-    differently, see `fuzz.oracle`). ``layout``: one of `LAYOUTS` (module docstring).
+    differently, see `fuzz.oracle`). ``layout``: "features", "channels" or "any" (module docstring).
     ``out_spatial(params, spatial)``: a "channels" kind's output spatial sizes. ``fit(params, incoming)``:
     the drawn ``params`` made valid for ``incoming`` (a spec is valid only where its params are fitted
     already). ``accepts(incoming)``: whether the kind can take that input at all. ``mutates_input``:
@@ -241,12 +239,9 @@ def query_groups(heads: int, kv_heads: str) -> int:
     return {"mha": heads, "gqa": heads // 2 if heads % 2 == 0 else 1, "mqa": 1}[kv_heads]
 
 
-# Largest spatial size a layer may output (upsampling and transposed convolutions grow images).
+# Largest spatial size a fitted layer outputs, for inputs no larger (upsampling, pixel shuffle, transposed
+# convolutions and padded pooling grow images).
 MAX_SPATIAL = 16
-
-
-def _dims(spatial: tuple[int, ...]) -> int:
-    return len(spatial)
 
 
 def _conv_spatial(params: Mapping[str, Any], spatial: tuple[int, ...]) -> tuple[int, ...]:
@@ -262,8 +257,8 @@ def _conv_spatial(params: Mapping[str, Any], spatial: tuple[int, ...]) -> tuple[
 
 def _fit_conv(params: Mapping[str, Any], incoming: Incoming) -> dict[str, Any]:
     """Groups dividing both channel counts; 'same' padding only where torch takes it; an output of 1 to
-    `MAX_SPATIAL` per dim (else a 1-wide kernel, then stride 1)."""
-    fitted = {**params, "dims": _dims(incoming.spatial), "groups": math.gcd(params["groups"], params["out_channels"])}
+    `MAX_SPATIAL` per dim (else a 1-wide kernel, then stride 1); no dilation of a 1-wide kernel in CPU float16."""
+    fitted = {**_with_dims(params, incoming), "groups": math.gcd(params["groups"], params["out_channels"])}
     if fitted["padding"] == "same" and (fitted["stride"] != 1 or fitted["transposed"]):
         fitted["padding"] = "0"
     for change in ({"kernel": 1, "padding": "0", "dilation": 1}, {"stride": 1}):
@@ -271,6 +266,10 @@ def _fit_conv(params: Mapping[str, Any], incoming: Incoming) -> dict[str, Any]:
         if min(sizes) >= 1 and max(sizes) <= MAX_SPATIAL:
             break
         fitted.update(change)
+    if fitted["kernel"] == 1 and (incoming.dtype, incoming.device) == ("float16", "cpu"):
+        # A dilation changes nothing at kernel 1, except that torch 2.9.1's CPU float16 convolution (oneDNN's
+        # brgemm kernel) then segfaults: Conv2d(1, 48, 1, stride=2, padding=1, dilation=2) on a (1, 1, 4, 1) input.
+        fitted["dilation"] = 1
     return fitted
 
 
@@ -288,15 +287,19 @@ POOLS = ("max", "avg", "adaptive_max", "adaptive_avg")
 
 def _fit_pool(params: Mapping[str, Any], incoming: Incoming) -> dict[str, Any]:
     """Adaptive pooling takes its output size from ``kernel`` and neither stride nor padding; the others a
-    kernel no larger than the input and a padding of at most half the kernel (torch's rule). Max pooling
-    where torch's CPU avg_pool3d has no kernel (float16, bfloat16)."""
-    fitted = {**params, "dims": _dims(incoming.spatial)}
+    kernel no larger than the input and a padding of at most half the kernel (torch's rule), none where it
+    would grow the image past `MAX_SPATIAL`. Max pooling where torch's CPU avg_pool3d has no kernel (float16,
+    bfloat16)."""
+    fitted = _with_dims(params, incoming)
     if (fitted["pool"], fitted["dims"], incoming.device) == ("avg", 3, "cpu") and incoming.dtype in _HALF:
         fitted["pool"] = "max"
     if fitted["pool"].startswith("adaptive"):
         return {**fitted, "stride": 1, "padding": 0}
     kernel = min(fitted["kernel"], *incoming.spatial)
-    return {**fitted, "kernel": kernel, "padding": min(fitted["padding"], kernel // 2)}
+    fitted.update(kernel=kernel, padding=min(fitted["padding"], kernel // 2))
+    if max(_pool_spatial(fitted, incoming.spatial)) > MAX_SPATIAL:
+        fitted["padding"] = 0
+    return fitted
 
 
 def _pool_spatial(params: Mapping[str, Any], spatial: tuple[int, ...]) -> tuple[int, ...]:
@@ -314,7 +317,7 @@ def _pool_source(params: Mapping[str, Any], width: int) -> str:
 
 def _fit_batch_norm(params: Mapping[str, Any], incoming: Incoming) -> dict[str, Any]:
     """Training mode needs more than one value per channel: else eval mode with running statistics."""
-    fitted = {**params, "dims": _dims(incoming.spatial)}
+    fitted = _with_dims(params, incoming)
     if incoming.batch * math.prod(incoming.spatial) == 1:
         fitted.update(eval=True, track_running_stats=True)
     return fitted
@@ -351,8 +354,14 @@ def _upsample_source(params: Mapping[str, Any], width: int) -> str:
 
 
 def _fit_pixel_shuffle(params: Mapping[str, Any], incoming: Incoming) -> dict[str, Any]:
-    shuffle = incoming.width % 4 == 0 if params["direction"] == "shuffle" else not _unshufflable(incoming)
+    """The drawn direction where the input allows it, else the other one (`_pixel_shufflable`)."""
+    shuffle = _shufflable(incoming) if params["direction"] == "shuffle" else not _unshufflable(incoming)
     return {**params, "direction": "shuffle" if shuffle else "unshuffle"}
+
+
+def _shufflable(incoming: Incoming) -> bool:
+    """Channels to move into space (a multiple of 4) and room for the image to double."""
+    return incoming.width % 4 == 0 and 2 * max(incoming.spatial) <= MAX_SPATIAL
 
 
 def _unshufflable(incoming: Incoming) -> bool:
@@ -360,13 +369,12 @@ def _unshufflable(incoming: Incoming) -> bool:
 
 
 def _pixel_shufflable(incoming: Incoming) -> bool:
-    """A 2-d image with channels to shuffle into space (a multiple of 4) or even sizes to unshuffle, room to grow."""
-    shuffle = incoming.width % 4 == 0 or _unshufflable(incoming)
-    return len(incoming.spatial) == 2 and shuffle and 2 * max(incoming.spatial) <= MAX_SPATIAL
+    """A 2-d image to shuffle (`_shufflable`) or with even sizes to unshuffle."""
+    return len(incoming.spatial) == 2 and (_shufflable(incoming) or _unshufflable(incoming))
 
 
 def _with_dims(params: Mapping[str, Any], incoming: Incoming) -> dict[str, Any]:
-    return {**params, "dims": _dims(incoming.spatial)}
+    return {**params, "dims": len(incoming.spatial)}
 
 
 def _fit_conv_block(params: Mapping[str, Any], incoming: Incoming) -> dict[str, Any]:

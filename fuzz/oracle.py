@@ -180,7 +180,7 @@ def judge(
     if kind == "forward-divergence":
         return ForwardDivergence("\n".join(header + forward + gradients))
     if kind == "gradient-divergence":
-        return GradientDivergence("\n".join(header + gradients))
+        return GradientDivergence("\n".join(header + forward + gradients))
     if kind == "state-divergence":
         return StateDivergence("\n".join(header + forward + gradients))
     return None

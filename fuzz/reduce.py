@@ -49,10 +49,22 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
     # The plain input: float features that require grad, no embedding.
     if spec.vocab is not None or not spec.input_requires_grad:
         yield replace(spec, vocab=None, input_requires_grad=True)
-    # The smallest sizes (the shrinker can stop at a width of 2 whose layer params its width-1 twin redraws).
+    # The smallest sizes (the shrinker can stop at a width of 2 whose layer params its width-1 twin redraws),
+    # each layer's params fitted again to what then enters it.
     for field, smallest in (("batch", 1), ("features", 1), ("spatial", spec.spatial and [1] * len(spec.spatial))):
         if getattr(spec, field) != smallest:
-            yield replace(spec, **{field: smallest})
+            yield _refitted(replace(spec, **{field: smallest}))
+
+
+def _refitted(spec: NetSpec) -> NetSpec:
+    """``spec`` with each layer's params fitted (`fuzz.layers.LayerKind.fit`) to what enters it."""
+    incoming, layers = spec.incoming()[0], []
+    for layer in spec.layers:
+        kind = LAYER_KINDS[layer.kind]
+        layer = replace(layer, params=dict(kind.fit(layer.params, incoming)))
+        layers.append(layer)
+        incoming = kind.output(layer.params, incoming)
+    return replace(spec, layers=layers)
 
 
 def valid(spec: NetSpec) -> bool:

@@ -174,6 +174,12 @@ def _is_positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
+def input_update_allowed(index: int, checkpointed: bool, input_is_leaf_with_grad: bool) -> bool:
+    """Whether eager accepts an in-place update of layer ``index``'s own input: only of the network's input, outside
+    checkpoints, when it is not a leaf that requires grad (docs/oracle.md: what eager rejects)."""
+    return index == 0 and not checkpointed and not input_is_leaf_with_grad
+
+
 def validate(spec: NetSpec) -> None:
     """Raise `SpecError` unless ``spec`` describes a network the builder can build and eager can run."""
     _require(spec.version == SPEC_VERSION, f"spec version {spec.version!r} is not supported (expected {SPEC_VERSION})")
@@ -236,7 +242,7 @@ def validate(spec: NetSpec) -> None:
         )
         _require(
             not kind.mutates_input
-            or (index == 0 and not spec.checkpointed(0) and (not spec.input_requires_grad or spec.vocab is not None)),
+            or input_update_allowed(index, spec.checkpointed(index), spec.input_requires_grad and spec.vocab is None),
             f"layers[{index}] ({layer.kind}): only the first layer, outside checkpoints, of a network whose input "
             "needs no grad may update its input in place (eager rejects the rest: see docs/spec.md)",
         )

@@ -18,7 +18,16 @@ from hypothesis import strategies as st
 
 from fuzz.layers import LAYER_KINDS, Incoming, LayerKind, Param
 from fuzz.op_catalog import OpCall, catalog
-from fuzz.spec import AUTOCAST_REGIONS, CHECKPOINT_APIS, DETERMINISM_CHECKS, DTYPES, CheckpointSpec, LayerSpec, NetSpec
+from fuzz.spec import (
+    AUTOCAST_REGIONS,
+    CHECKPOINT_APIS,
+    DETERMINISM_CHECKS,
+    DTYPES,
+    CheckpointSpec,
+    LayerSpec,
+    NetSpec,
+    input_update_allowed,
+)
 
 MAX_DIM = 64
 MAX_LAYERS = 8
@@ -178,7 +187,7 @@ def _spatial(draw: st.DrawFn, kinds: Sequence[LayerKind]) -> list[int] | None:
     layouts = {kind.layout for kind in kinds}
     if "channels" not in layouts:
         return None
-    if "features" in layouts and draw(st.integers(0, 3)) < 3 or "any" in layouts and draw(st.booleans()):
+    if layouts != {"channels"} and draw(st.integers(0, 3)) < (3 if "features" in layouts else 2):
         return None
     return draw(st.lists(st.integers(1, MAX_INPUT_SPATIAL), min_size=1, max_size=3))
 
@@ -194,7 +203,9 @@ def _input_updates_where_eager_allows(
     layer the update may overwrite an output that layer saved for backward. Elsewhere the update goes to a
     product of the input instead (a `view_update`).
     """
-    first_allowed = not any(c.start == 0 for c in checkpoints) and (not input_requires_grad or can_skip_input_grad)
+    first_allowed = input_update_allowed(
+        0, any(c.start == 0 for c in checkpoints), input_requires_grad and not can_skip_input_grad
+    )
     fitted = []
     for index, layer in enumerate(layers):
         if LAYER_KINDS[layer.kind].mutates_input and not (index == 0 and first_allowed):
@@ -240,7 +251,7 @@ def net_specs(
     batch = draw(st.integers(1, 4))
     spatial = draw(_spatial(usable))
     seq = draw(st.integers(1, 8)) if spatial is None and draw(st.booleans()) else None
-    features = draw(st.integers(1, max_dim if spatial is None else MAX_CHANNELS))
+    features = draw(st.integers(1, max_dim if spatial is None else min(max_dim, MAX_CHANNELS)))
     vocab = draw(st.integers(2, 64)) if spatial is None and _rarely(draw) else None
     incoming, more, placed = Incoming(batch, features, spatial and tuple(spatial), dtype, device), True, []
     while more and len(placed) < max_layers and (op_calls or any(kind.takes(incoming) for kind in usable)):

@@ -1,7 +1,8 @@
 """Faults injected into thunder to prove the harness catches them (also usable as a pytest plugin).
 
-A fault replaces the thunder op that `_checkpoint_function_converter` substitutes for one torch
-op. That mapping is used only inside checkpointed functions, so the fault appears only there.
+Most faults replace the thunder op that `_checkpoint_function_converter` substitutes for one torch
+op. That mapping is used only inside checkpointed functions, so those faults appear only there;
+`PATCHES` replace a function of thunder's own instead, where their docstrings say.
 As a plugin (`-p tests.faults`), the fault named by $FUZZ_INJECT_FAULT is installed in the pytest
 processes of the run only; tests/fault_site also installs it in every other Python process (a repro.py).
 """
@@ -108,7 +109,7 @@ def _is_view(node: object) -> bool:
 def _view_updates_faulty(checkpoint_converter):
     """thunderfx's preparation of each region it hands to thunder (`checkpoint_converter` is called on every one),
     followed by a fault in the region's in-place updates through views: each is applied twice (a functionalization
-    that replays an update), so the update shows twice in the output.
+    that replays an update), so the update shows twice in the output (not for an idempotent one: copy_, relu_).
 
     Not inside checkpoints, unlike the other faults: thunder 0.2.6 compiles no in-place update through a view
     inside a checkpoint at all (known issue inplace-view-in-checkpoint-crash; narrow regions fall back to
@@ -152,7 +153,7 @@ GROUPS = {"conv-dilation-grad-x2": [name for name in FAULTS if name.startswith("
 
 
 def install(name: str) -> Callable[[], None]:
-    """Inject fault ``name`` into thunder, inside checkpoints only; returns the undo."""
+    """Inject fault ``name`` into thunder (see the module docstring for where it acts); returns the undo."""
     if name in GROUPS:
         undos = [install(part) for part in GROUPS[name]]
         return lambda: [undo() for undo in undos]

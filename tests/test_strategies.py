@@ -6,6 +6,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import HealthCheck, find, given, settings
 
+from fuzz.layers import LAYER_KINDS
 from fuzz.model_builder import build_example
 from fuzz.reduce import reduce_spec
 from fuzz.runner import run_eager, run_reference
@@ -142,11 +143,21 @@ def test_random_networks_never_use_checkpoint_sequential(spec):
     assert not (spec.random and any(c.api == "sequential" for c in spec.checkpoints))
 
 
-@settings(max_examples=300, database=None, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
-@given(net_specs())
-def test_every_drawn_spec_builds_and_runs_eagerly_with_and_without_its_checkpoints(spec):
-    # Valid by construction: an eager error here is a generator bug (the harness would raise it too).
-    for checkpointing in (True, False):
-        example = build_example(spec, checkpointing)
-        run_eager(example)
-        run_reference(example)
+# The kinds the mutation and image families added (issue 14): drawn alone, images half the time.
+NEW_KINDS = [
+    name for name, kind in LAYER_KINDS.items() if kind.layout == "channels" or kind.inplace and kind.layout == "any"
+]
+
+
+@pytest.mark.parametrize("kinds", [None, NEW_KINDS], ids=["all", "mutation-and-images"])
+def test_every_drawn_spec_builds_and_runs_eagerly_with_and_without_its_checkpoints(kinds):
+    @settings(max_examples=300, database=None, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(net_specs(kinds=kinds))
+    def builds_and_runs(spec):
+        # Valid by construction: an eager error here is a generator bug (the harness would raise it too).
+        for checkpointing in (True, False):
+            example = build_example(spec, checkpointing)
+            run_eager(example)
+            run_reference(example)
+
+    builds_and_runs()

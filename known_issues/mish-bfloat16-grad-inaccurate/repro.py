@@ -384,7 +384,7 @@ def systematic_bound(eager, want, dtype, measured):
     return drift + eager_factor * (eager_drift + 3 * eager_noise / want.numel() ** 0.5), eager_drift, eager_noise
 
 
-def _truth_name(name):
+def truth_name(name):
     """The entry a result's ``name`` is judged against (state after backward: the state after forward)."""
     return name.removesuffix(AFTER_BACKWARD) + AFTER_FORWARD if name.endswith(AFTER_BACKWARD) else name
 
@@ -400,7 +400,7 @@ def _mismatches(thunder_result, eager_result, reference_result, sensitivities):
     forward = mismatch(thunder_out, eager_out, ref_out, example_scale, sensitivities.get("output"))
     forward, gradients = ([forward.named("output")] if forward else []), []
     for name in eager_grads:
-        want = _truth_name(name)
+        want = truth_name(name)
         found = mismatch(
             thunder_grads.get(name), eager_grads[want], ref_grads.get(want), example_scale, sensitivities.get(want)
         )
