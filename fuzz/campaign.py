@@ -66,6 +66,12 @@ def resolve_device(requested: str) -> str:
     return requested
 
 
+# Wall-clock bound on the spec-level reduction of each final failure (each check compiles it twice: the network,
+# then its triage): measured on the new-kinds campaign, 50 checks took minutes per failure and a 2-minute budget
+# ran for 10 minutes with a dozen distinct failures.
+REDUCE_SECONDS = 60.0
+
+
 @dataclass
 class CampaignConfig:
     """What the user chose on the command line (device already resolved)."""
@@ -377,7 +383,7 @@ class Campaign:
             known = [issue for issue in known_issues_for(candidate) if issue.reproduced_by(outcome.failure)]
             return same and not (known and self._explained(candidate, known))
 
-        reduced = reduce_spec(spec, still_fails)
+        reduced = reduce_spec(spec, still_fails, max_seconds=REDUCE_SECONDS)
         return reduced, found.get(id(reduced), failure)
 
     def write_worker_stats(self) -> None:

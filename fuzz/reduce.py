@@ -10,6 +10,7 @@ valid and still fails in the same class, until nothing more goes.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
@@ -76,13 +77,18 @@ def valid(spec: NetSpec) -> bool:
     return True
 
 
-def reduce_spec(spec: NetSpec, still_fails: Callable[[NetSpec], bool], max_checks: int = 50) -> NetSpec:
-    """The smallest spec reachable from ``spec`` by deleting layers and checkpoints while ``still_fails``."""
-    checks = 0
+def reduce_spec(
+    spec: NetSpec, still_fails: Callable[[NetSpec], bool], max_checks: int = 50, max_seconds: float | None = None
+) -> NetSpec:
+    """The smallest spec reachable from ``spec`` by deleting layers and checkpoints while ``still_fails``, within
+    ``max_checks`` calls of it and (when given) ``max_seconds``."""
+    checks, deadline = 0, None if max_seconds is None else time.monotonic() + max_seconds
     progress = True
     while progress and checks < max_checks:
         progress = False
         for candidate in _candidates(spec):
+            if deadline is not None and time.monotonic() > deadline:
+                return spec
             if len(candidate.layers) and valid(candidate):
                 checks += 1
                 if still_fails(candidate):

@@ -1,5 +1,7 @@
 """The spec-level reduction that follows Hypothesis's shrinking."""
 
+import time
+
 from fuzz.reduce import reduce_spec
 from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
 
@@ -62,3 +64,16 @@ def test_replaces_a_layer_with_parameters_by_the_simpler_kind_that_still_fails()
     )
     reduced = reduce_spec(spec, computes_tanh_in_a_checkpoint)
     assert reduced == NetSpec(features=1, layers=[LayerSpec("tanh")], checkpoints=[CheckpointSpec(0, 1)])
+
+
+def test_stops_when_its_time_is_up():
+    spec = NetSpec(features=1, layers=[LayerSpec("relu")] * 6 + [LayerSpec("tanh")], checkpoints=[CheckpointSpec(6, 7)])
+
+    def slow_still_fails(candidate: NetSpec) -> bool:
+        time.sleep(0.2)
+        return _has_checkpointed_tanh(candidate)
+
+    assert len(reduce_spec(spec, slow_still_fails).layers) == 1
+    started = time.monotonic()
+    partly = reduce_spec(spec, slow_still_fails, max_seconds=0.3)
+    assert time.monotonic() - started < 1.0 and 1 < len(partly.layers) < 7
