@@ -394,8 +394,9 @@ KNOWN_ISSUES += (
         "outside checkpoints, an in-place update whose derivative is not 1 (mul_, copy_, relu_, sin_) through a view "
         "(y[0], y[:, 1:], y.view(-1), y.transpose(0, 1), y.narrow(-1, 0, 1), y.unsqueeze(0)) of y = x * 2 gives x a "
         "wrong gradient under thunderfx, silently: thunder differentiates as if the update were not there "
-        "(mul_(3): 2 where eager gives 6); add_ is right (thunder-general)",
-        ("gradient-divergence",),
+        "(mul_(3): 2 where eager gives 6), or crashes with a bare AssertionError (y = x.clone(); y[0].mul_(3) on a "
+        "(1, 1, 1) float16 image: found by the new-kinds campaign); add_ is right (thunder-general)",
+        ("gradient-divergence", "thunder-crash"),
         # (An update of the network's own input has no gradient to drop unless an embedding makes it.)
         lambda spec, i: (
             _view_update(
