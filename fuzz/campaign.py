@@ -376,7 +376,9 @@ class Campaign:
         found: dict[int, ParityFailure] = {}
 
         def still_fails(candidate: NetSpec) -> bool:
-            outcome = check_spec(candidate, converter=self.config.converter, timeout_s=self.config.timeout_s)
+            # One run per check, within the reduction's own bound: a slow thunder error path ends the check.
+            limit = min(self.config.timeout_s or REDUCE_SECONDS, REDUCE_SECONDS)
+            outcome = check_spec(candidate, converter=self.config.converter, timeout_s=limit, rerun_timeouts=False)
             same = outcome.failure is not None and outcome.failure.signature == failure.signature
             if same:
                 found[id(candidate)] = outcome.failure
