@@ -244,7 +244,7 @@ def validate(spec: NetSpec) -> None:
             not kind.mutates_input
             or input_update_allowed(index, spec.checkpointed(index), spec.input_requires_grad and spec.vocab is None),
             f"layers[{index}] ({layer.kind}): only the first layer, outside checkpoints, of a network whose input "
-            "needs no grad may update its input in place (eager rejects the rest: see docs/spec.md)",
+            "needs no grad may update its input in place (eager rejects the rest: see docs/oracle.md)",
         )
         incoming = kind.output(layer.params, incoming)
     trainable = any(not layer.frozen and LAYER_KINDS[layer.kind].trainable(layer.params) for layer in spec.layers)
