@@ -306,7 +306,7 @@ KNOWN_ISSUES += (
         lambda spec, i: (
             spec.layers[i].kind in _ATTENTION_KINDS
             and spec.batch >= 2
-            and spec.layers[i].params["heads"] == _width_at(spec, i) >= 2
+            and spec.layers[i].params["heads"] == spec.widths()[i] >= 2
             and (spec.autocast == "forward" or (spec.autocast == "checkpoints" and spec.checkpointed(i)))
         ),
     ),
@@ -485,14 +485,6 @@ def _applies_sigmoid(layer: LayerSpec) -> bool:
 
 _applies_gelu = _applies("gelu")
 _ATTENTION_KINDS = ("attention", "transformer_block", "decoder_block")
-
-
-def _width_at(spec: NetSpec, index: int) -> int:
-    """The feature width of layer ``index``'s input."""
-    width = spec.features
-    for layer in spec.layers[:index]:
-        width = LAYER_KINDS[layer.kind].out_features(layer.params, width)
-    return width
 
 
 def _stride(params: dict) -> object:

@@ -258,7 +258,7 @@ def _conv_spatial(params: Mapping[str, Any], spatial: tuple[int, ...]) -> tuple[
 def _fit_conv(params: Mapping[str, Any], incoming: Incoming) -> dict[str, Any]:
     """Groups dividing both channel counts; 'same' padding only where torch takes it; an output of 1 to
     `MAX_SPATIAL` per dim (else a 1-wide kernel, then stride 1); no dilation of a 1-wide kernel in CPU float16."""
-    fitted = {**_with_dims(params, incoming), "groups": math.gcd(params["groups"], params["out_channels"])}
+    fitted = _with_shared_groups(params, incoming)
     if fitted["padding"] == "same" and (fitted["stride"] != 1 or fitted["transposed"]):
         fitted["padding"] = "0"
     for change in ({"kernel": 1, "padding": "0", "dilation": 1}, {"stride": 1}):
@@ -373,13 +373,18 @@ def _pixel_shufflable(incoming: Incoming) -> bool:
     return len(incoming.spatial) == 2 and (_shufflable(incoming) or _unshufflable(incoming))
 
 
+def _with_shared_groups(params: Mapping[str, Any], incoming: Incoming) -> dict[str, Any]:
+    """``params`` with their ``dims`` and with groups dividing both channel counts (in and out)."""
+    return {**_with_dims(params, incoming), "groups": math.gcd(params["groups"], params["out_channels"])}
+
+
 def _with_dims(params: Mapping[str, Any], incoming: Incoming) -> dict[str, Any]:
     return {**params, "dims": len(incoming.spatial)}
 
 
 def _fit_conv_block(params: Mapping[str, Any], incoming: Incoming) -> dict[str, Any]:
     """Groups dividing both channel counts, with more than one value each (see `_fit_group_norm`)."""
-    fitted = {**_with_dims(params, incoming), "groups": math.gcd(params["groups"], params["out_channels"])}
+    fitted = _with_shared_groups(params, incoming)
     channels = (incoming.width, fitted["out_channels"])
     if min(_values_per_group(incoming, count, fitted["groups"]) for count in channels) == 1:
         fitted["groups"] = 1

@@ -231,10 +231,11 @@ def validate(spec: NetSpec) -> None:
                 param.is_valid(value, width),
                 f"layers[{index}] ({layer.kind}): invalid {param.name}={value!r} for input width {width}",
             )
+        fitted = dict(kind.fit(layer.params, incoming))
         _require(
-            dict(kind.fit(layer.params, incoming)) == layer.params,
+            fitted == layer.params,
             f"layers[{index}] ({layer.kind}): params {layer.params} do not fit an input of shape "
-            f"{spec._shape(width, incoming.spatial)}; fitted they would be {dict(kind.fit(layer.params, incoming))}",
+            f"{spec._shape(width, incoming.spatial)}; fitted they would be {fitted}",
         )
         _require(
             layer.frozen is False or (layer.frozen is True and kind.trainable(layer.params)),
