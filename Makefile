@@ -5,24 +5,34 @@ PY := $(VENV)/bin/python
 MINUTES ?= 5
 JOBS ?= 2
 
-.PHONY: setup campaign test lint benchmark
+.PHONY: setup campaign replay report known-issues test lint benchmark
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml constraints.txt
-	@command -v redis-server >/dev/null || { echo "installing redis-server (the fleet tests start one on loopback)"; \
+	@command -v redis-server >/dev/null && command -v chromium >/dev/null || { \
+		echo "installing redis-server and chromium with apt (the fleet tests start a Redis on loopback; the report test renders in Chromium)"; \
 		SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
-		$$SUDO apt-get install -y -q redis-server >/dev/null 2>&1 || \
-		{ $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q redis-server >/dev/null 2>&1; } || \
-		echo "could not install redis-server: install it to run tests/test_fleet.py"; }
+		$$SUDO apt-get install -y -q redis-server chromium >/dev/null 2>&1 || \
+		{ $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q redis-server chromium >/dev/null 2>&1; } || \
+		echo "could not install redis-server and chromium: tests/test_fleet.py and the report test will fail"; }
+	@echo "creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version 2>&1)) and the pinned set: about 7 GB, 3 minutes"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install -c constraints.txt -e '.[dev]'
 	$(PY) -c "from fuzz.compat import incompatibility as i; r = i(); assert r is None, r"
 	touch $@
 
 campaign: setup
-	$(PY) -m pytest fuzz/ -n $(JOBS) --hypothesis-profile nightly --fuzz-minutes $(MINUTES) --fuzz-device cpu \
-		-q
+	$(VENV)/bin/ckpt-fuzz run --minutes $(MINUTES) -n $(JOBS) --device cpu
+
+replay: setup
+	$(VENV)/bin/ckpt-fuzz replay $(RUN)
+
+report: setup
+	$(VENV)/bin/ckpt-fuzz report $(RUN)
+
+known-issues: setup
+	$(VENV)/bin/ckpt-fuzz known-issues --device cpu
 
 test: setup
 	$(PY) -m ruff check .

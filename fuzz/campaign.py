@@ -1,14 +1,15 @@
-"""A fuzz campaign's configuration, time budget, bookkeeping and artifacts, independent of pytest."""
+"""A fuzz campaign's configuration, time budget and per-example bookkeeping, independent of pytest.
+
+Where its files go: `fuzz.run_folder`; what its summary says: `fuzz.summary`.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
-import sys
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -17,36 +18,27 @@ from hypothesis import event, reject, target
 from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 
+from fuzz.choices import DEVICE_CHOICES
 from fuzz.coverage import traits
 from fuzz.harness import Outcome, check_spec
-from fuzz.known_issues import KnownIssue, KnownIssueFixed, known_issues_for
+from fuzz.known_issues import KnownIssue, known_issues_for
 from fuzz.oracle import ExampleTimeout, ParityFailure, WorkerCrash
 from fuzz.reduce import reduce_spec, valid
 from fuzz.report import (
     CampaignStats,
     confirm,
-    found_with,
     op_key,
     repro_source,
     spec_digest,
-    write_atomically,
     write_failure,
 )
+from fuzz.run_folder import RunFolder, write_atomically
 from fuzz.runner import hard_limit
 from fuzz.spec import DTYPES, NetSpec
 from fuzz.strategies import OP_KINDS, net_specs
-from fuzz.sweep import CI_SWEEP_CASES, fallback_report, op_family_lines, op_family_summary, sweep_specs
+from fuzz.summary import ItemResults, build_summary
+from fuzz.sweep import CI_SWEEP_CASES, fallback_report, op_family_summary, sweep_specs
 
-if sys.version_info < (3, 11):  # Hypothesis's own dependency there
-    from exceptiongroup import BaseExceptionGroup
-
-DEVICE_CHOICES = ("auto", "cpu", "cuda")
-CONVERTER_CHOICES = ("fixed", "stock", "both")
-# exclude: specs a known issue matches are not run; xfail: they run and count as reproduced or
-# not; check: as xfail, and each registry entry's own spec is re-tested.
-KNOWN_ISSUE_MODES = ("exclude", "xfail", "check")
-_WORKER_STATS = ".workers"
-_AB_RECORDS = "converter_ab.jsonl"
 _STATS_EVERY_S = 10.0
 _REMEMBERED_OUTCOMES = 512  # per item; outcomes hold no tensors
 _SHRINKING_TIMEOUT_FLOOR_S = 30.0
@@ -78,7 +70,10 @@ class CampaignConfig:
 
     device: str = "cpu"
     converter: str = "fixed"
-    artifacts: Path = Path("fuzz-artifacts")
+    run_dir: Path = Path("fuzz-artifacts/run")  # this run's folder (`fuzz.run_folder`)
+    run_id: str = "run"
+    database: str = ""  # where the example database is (a directory or redis://...)
+    command: str = ""  # the command line that started the run, as the summary records it
     minutes: float | None = None
     timeout_s: float | None = 120.0
     shards: int = 8
@@ -102,6 +97,7 @@ class Campaign:
 
     def __init__(self, config: CampaignConfig, workers: int = 1, worker: str = "main") -> None:
         self.config = config
+        self.folder = RunFolder(config.run_dir)
         self.worker = worker
         self.stats = CampaignStats()
         self.started = time.time()
@@ -212,31 +208,18 @@ class Campaign:
             return limit
         return min(limit, max(_SHRINKING_TIMEOUT_FLOOR_S, _SHRINKING_TIMEOUT_FACTOR * max(o.seconds for o in failures)))
 
-    def _in_flight_path(self, worker: str) -> Path:
-        return self.config.artifacts / _WORKER_STATS / f"{worker}.inflight"
-
-    @contextlib.contextmanager
-    def _in_flight(self, spec: NetSpec) -> Iterator[None]:
+    def _in_flight(self, spec: NetSpec) -> contextlib.AbstractContextManager[None]:
         """Record ``spec`` as the one this process is running, for `record_worker_crash` should it die."""
-        path = self._in_flight_path(self.worker)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, json.dumps({"spec": spec.to_json(), "started": time.time()}))
-        try:
-            yield
-        finally:
-            path.unlink(missing_ok=True)
+        return self.folder.running(self.worker, spec)
 
     def record_worker_crash(self, worker: str) -> Path | None:
         """The controller's part when xdist worker ``worker`` died: write the network it was running as a failure.
 
         Returns the failure's directory, or None when the worker was not running an example.
         """
-        path = self._in_flight_path(worker)
-        if not path.exists():
+        if (running := self.folder.take_running(worker)) is None:
             return None
-        record = json.loads(path.read_text())
-        path.unlink()
-        spec, elapsed = NetSpec.from_json(record["spec"]), time.time() - record["started"]
+        spec, elapsed = running
         limit = self.config.timeout_s
         how = (
             f"past the hard time limit ({hard_limit(limit):g} s): a hang the per-example limit could not stop"
@@ -328,11 +311,9 @@ class Campaign:
         return outcome.valid and outcome.failure is None
 
     def _record_converter_ab(self, outcome: Outcome) -> None:
-        """Append the example's A/B record to ``<artifacts>/converter_ab.jsonl`` (one short line: atomic append)."""
+        """Append the example's A/B record to the run's ``converter_ab.jsonl``."""
         record = {"spec_sha1": spec_digest(outcome.spec), "dtype": outcome.spec.dtype, **outcome.converter_ab.to_dict()}
-        self.config.artifacts.mkdir(parents=True, exist_ok=True)
-        with open(self.config.artifacts / _AB_RECORDS, "a") as records:
-            records.write(json.dumps(record) + "\n")
+        self.folder.append_ab_record(record)
 
     def record_known_issue_check(self, issue: KnownIssue, outcome: Outcome) -> bool:
         """Count a re-test of ``issue``'s registered spec; returns whether it still reproduces."""
@@ -353,14 +334,14 @@ class Campaign:
             if unshrunk := self._unshrunk.pop(failure.signature, None):
                 shutil.rmtree(unshrunk, ignore_errors=True)
         elif failure.signature not in self._unshrunk:
-            unshrunk = self._write_failure(self.config.artifacts / "unshrunk", spec, failure)
+            unshrunk = self._write_failure(self.config.run_dir / "unshrunk", spec, failure)
             self._unshrunk[failure.signature] = unshrunk
         return repro_source(spec, failure, self.config.converter, self.config.executors)
 
     def _write_final_failure(self, spec: NetSpec, failure: ParityFailure) -> Path:
         """Write a failure that is as small as it gets to its folder, confirm it in a fresh interpreter (unless
         turned off) and list it in the summary; returns the folder."""
-        directory = self._write_failure(self.config.artifacts, spec, failure)
+        directory = self._write_failure(self.config.run_dir, spec, failure)
         confirmation = None
         if self.config.confirm:
             limit = hard_limit(self.config.timeout_s) if self.config.timeout_s else None
@@ -389,25 +370,13 @@ class Campaign:
         return reduced, found.get(id(reduced), failure)
 
     def write_worker_stats(self) -> None:
-        """Write this process's stats to ``<artifacts>/.workers/<worker>.json`` (atomically)."""
-        directory = self.config.artifacts / _WORKER_STATS
-        directory.mkdir(parents=True, exist_ok=True)
-        write_atomically(directory / f"{self.worker}.json", json.dumps(self.stats.to_dict()))
+        """Write this process's counters to the run folder (for the summary, the progress line, a dead worker)."""
+        self.folder.write_worker_stats(self.worker, self.stats)
         self._stats_written = time.monotonic()
-
-    def merged_stats(self) -> CampaignStats | None:
-        """Every process's stats as last written, merged; None when none was written."""
-        paths = sorted((self.config.artifacts / _WORKER_STATS).glob("*.json"))
-        if not paths:
-            return None
-        merged = CampaignStats()
-        for path in paths:
-            merged.merge(CampaignStats.from_dict(json.loads(path.read_text())))
-        return merged
 
     def progress_line(self) -> str | None:
         """One line on the campaign so far (all processes), or None before any example."""
-        merged = self.merged_stats()
+        merged = self.folder.merged_stats()
         if merged is None or not merged.examples:
             return None
         wall = time.time() - self.started
@@ -419,137 +388,22 @@ class Campaign:
         )
 
     def summary(self, exit_status: int = 0) -> dict[str, Any] | None:
-        """Merge every worker's stats and the items' ends into the summary; write ``<artifacts>/summary.json``.
+        """Merge every process's counters and the items' ends into the summary; write it to the run folder.
 
         ``exit_status``: pytest's; the summary's ``result`` always agrees with it (see `ItemResults.result`).
-        None, and nothing written, when no campaign item ran (a run of the self-tests alone must
-        not overwrite the last campaign's summary).
+        None, and nothing written, when no campaign item ran (a run of the self-tests alone leaves no run folder).
         """
-        merged = self.merged_stats()
+        merged = self.folder.merged_stats()
         if merged is None and not self.items.campaign_items:
             return None
-        merged = merged or CampaignStats()
-        wall = time.time() - self.started
-        summary = {
-            "profile": self.config.profile,
-            "device": self.config.device,
-            "converter": self.config.converter,
-            "found_with": found_with(self.config.converter),
-            "seed": self.config.seed,
-            "executors": list(self.config.executors) or "thunder's defaults",
-            "wall_seconds": round(wall, 1),
-            **merged.to_dict(),
-            "examples_per_second": round(merged.examples / wall, 3) if wall else 0.0,
-            "seconds_per_example": round(merged.seconds / merged.examples, 3) if merged.examples else None,
-            "compiled_share": round(merged.compiled / merged.valid, 4) if merged.valid else None,
-        }
-        # Shards often shrink to the same minimal failure: list each failure once (each network of one id, each in
-        # its own folder), with how many found it.
-        distinct: dict[str, dict[str, Any]] = {}
-        for failure in merged.failures:
-            distinct.setdefault(failure["repro"], {**failure, "found_by_shards": 0})["found_by_shards"] += 1
-        summary["failures"] = list(distinct.values())
-        self.config.artifacts.mkdir(parents=True, exist_ok=True)
+        summary = build_summary(self.config, merged or CampaignStats(), self.items, time.time() - self.started)
         if self.op_kinds:
-            summary["op_family"] = op_family_summary(merged, self.op_kinds, self.config.ops)
-            write_atomically(self.config.artifacts / "op_fallbacks.txt", fallback_report(summary["op_family"]))
-        summary["discarded_share"] = (
-            round(merged.discarded / (merged.discarded + merged.examples), 4)
-            if (merged.discarded + merged.examples)
-            else 0.0
-        )
-        summary.update(self.items.to_dict())
+            summary["op_family"] = op_family_summary(merged or CampaignStats(), self.op_kinds, self.config.ops)
+            self.config.run_dir.mkdir(parents=True, exist_ok=True)
+            write_atomically(self.config.run_dir / "op_fallbacks.txt", fallback_report(summary["op_family"]))
         summary["result"] = self.items.result(exit_status, summary)
-        (self.config.artifacts / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        self.folder.write_summary(summary)
         return summary
-
-    def clear_records(self) -> None:
-        """Forget the previous campaign's worker stats and A/B records (its failures and summary stay)."""
-        for pattern in ("*.json", "*.inflight"):
-            for path in (self.config.artifacts / _WORKER_STATS).glob(pattern):
-                path.unlink()
-        (self.config.artifacts / _AB_RECORDS).unlink(missing_ok=True)
-
-
-FINDING, HARNESS_ERROR = "finding", "harness-error"
-
-
-class ItemResults:
-    """How the campaign's test items ended, as the controller saw their reports.
-
-    A failed item is a *finding* (a parity failure, a dead worker running a network, a known
-    issue thunder fixed) or a *harness error*: anything else (a Hypothesis health check, an
-    internal error of ours), which is never reported as thunder's.
-    """
-
-    def __init__(self) -> None:
-        self.campaign_items = 0
-        self.out_of_budget_before_first_example = 0
-        self.harness_errors: list[dict[str, str]] = []
-        self.findings: list[str] = []  # items failed by thunder's failures (listed in the summary's failures)
-        self.other_failed: list[str] = []  # failed items that are not the campaign's (self-tests)
-
-    def record(self, nodeid: str, when: str, failed: bool, properties: dict[str, Any]) -> None:
-        """Count one report of item ``nodeid`` (phase ``when``; its `item_properties` in ``properties``)."""
-        if not properties.get("fuzz_campaign_item"):
-            if failed and nodeid not in self.other_failed:
-                self.other_failed.append(nodeid)
-            return
-        self.campaign_items += when == "call"
-        self.out_of_budget_before_first_example += bool(properties.get("fuzz_out_of_budget"))
-        if failed and properties.get("fuzz_failure_kind") == FINDING:
-            self.findings.append(nodeid)
-        elif failed:
-            message = properties.get("fuzz_failure_message") or "the item failed outside an example"
-            self.harness_errors.append({"item": nodeid, "error": message})
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "items_out_of_budget_before_first_example": self.out_of_budget_before_first_example,
-            "harness_errors": self.harness_errors,
-            "other_failed_tests": self.other_failed,
-        }
-
-    def result(self, exit_status: int, summary: dict[str, Any]) -> str:
-        """One line that agrees with pytest's ``exit_status`` and names what made the run fail."""
-        fixed = [issue for issue, verdict in summary["known_issue_checks"].items() if verdict != "reproduces"]
-        reasons = [
-            f"{len(items)} {what}"
-            for items, what in (
-                (summary["failures"], "failure(s)"),
-                (self.harness_errors, "harness error(s)"),
-                (fixed, "known issue(s) no longer reproducing"),
-                (self.other_failed, "other failed test(s)"),
-            )
-            if items
-        ]
-        if exit_status == 0:
-            return "passed: nothing failed"
-        if exit_status == 2:
-            return "interrupted: the run was stopped; what it found so far is listed" + (
-                f" ({', '.join(reasons)})" if reasons else ""
-            )
-        if exit_status == 1:
-            unlisted = f"{len(self.findings)} item(s) failed by thunder with no failure written (see pytest's report)"
-            return "failed: " + (", ".join(reasons) or (unlisted if self.findings else "a test failed"))
-        return f"pytest error (exit status {exit_status}): the run did not complete"
-
-
-def item_properties(error: BaseException | None, out_of_budget: bool) -> list[tuple[str, Any]]:
-    """What a worker tells the controller about how a campaign item ended (pytest's ``user_properties``)."""
-    properties: list[tuple[str, Any]] = [("fuzz_out_of_budget", out_of_budget)] if out_of_budget else []
-    if error is not None:
-        kind = FINDING if _is_finding(error) else HARNESS_ERROR
-        message = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
-        properties += [("fuzz_failure_kind", kind), ("fuzz_failure_message", message[:500])]
-    return properties
-
-
-def _is_finding(error: BaseException) -> bool:
-    """A failure of thunder's (or a known issue it fixed), as opposed to one of the harness."""
-    if isinstance(error, BaseExceptionGroup):  # Hypothesis reports several distinct bugs as a group
-        return all(_is_finding(e) for e in error.exceptions)
-    return isinstance(error, ParityFailure | KnownIssueFixed)
 
 
 def _release_frames(failure: BaseException) -> None:
@@ -564,74 +418,3 @@ def _release_frames(failure: BaseException) -> None:
         seen.add(id(error))
         traceback.clear_frames(error.__traceback__)
         error = error.__cause__ or error.__context__
-
-
-def _confirmed(failure: dict[str, Any]) -> str:
-    """A failure's confirmation, in a few words."""
-    if failure["confirmed"] is None:
-        return failure["confirmation"]
-    return "confirmed" if failure["confirmed"] else f"NOT CONFIRMED: {failure['confirmation']}"
-
-
-def summary_lines(summary: dict[str, Any]) -> list[str]:
-    """The campaign summary for the terminal."""
-    lines = [
-        f"{summary['examples']} examples ({summary['valid']} valid; {summary['repeats']} repeated networks answered "
-        f"from memory) in {summary['wall_seconds']} s "
-        f"= {summary['examples_per_second']} examples/s, {summary['seconds_per_example']} s/example "
-        f"[profile {summary['profile']}, device {summary['device']}]",
-        f"found with {summary['found_with']}",
-        f"thunder compiled every checkpointed region in {summary['compiled_by_thunder']}/{summary['valid']} "
-        f"valid examples (share {summary['compiled_share']}); {summary['fell_back']} fell back",
-        f"invalid examples by reason: {summary['invalid_reasons'] or 'none'}; "
-        f"{len(summary['coverage'])} features exercised (counts under 'coverage' in summary.json)",
-    ]
-    if summary["converter_comparisons"]:
-        lines.append(
-            f"converter A/B: the fixed converter changed the verdict in {summary['converter_verdict_changes']} and "
-            f"the verdict or any output/gradient value in {summary['converter_disagreements']} of "
-            f"{summary['converter_comparisons']} examples (per example: {_AB_RECORDS})"
-        )
-    if summary["timeout_reruns"]:
-        lines.append(
-            f"{summary['timeout_reruns']} thunderfx runs went over the time limit and were run once more "
-            "(only a second time-out counts)"
-        )
-    lines.append(
-        "failing examples by class, shrink steps included, known issues not: "
-        f"{summary['failing_examples_by_class'] or 'none'}"
-    )
-    lines += [
-        f"known issue {issue}: reproduced in {counts[0]}, did not reproduce in {counts[1]} examples"
-        for issue, counts in summary["known_issues"].items()
-    ]
-    lines += [f"known issue {issue} re-tested: {verdict}" for issue, verdict in summary["known_issue_checks"].items()]
-    if summary["known_class_failures"]:
-        lines.append(
-            f"{summary['known_class_failures']} failing examples matched a known issue of their class; "
-            f"{summary['known_explained_failures']} went away without the issue's trigger (attributed to it), "
-            "the rest are reported as new failures"
-        )
-    if summary["discarded"]:
-        lines.append(
-            f"{summary['discarded']} drawn networks not run (a known issue they match is excluded or slow): "
-            f"share {summary['discarded_share']:.1%}"
-        )
-    if "op_family" in summary:
-        lines += op_family_lines(summary["op_family"])
-    if summary["items_out_of_budget_before_first_example"]:
-        lines.append(
-            f"{summary['items_out_of_budget_before_first_example']} test item(s) ran out of budget before Hypothesis "
-            "generated a valid example (raise --fuzz-minutes to run them)"
-        )
-    if first := summary["first_failure"]:
-        lines.append(f"first failure after {first['after_s']} s (example {first['example']})")
-    lines += [
-        f"FAILURE {f['id']} [{f['class']}, {f['triage']}, {_confirmed(f)}] shrunk after {f['shrunk_after_s']} s, "
-        f"found by {f['found_by_shards']} shard(s): {f['message']}\n"
-        f"    repro: {f['repro']}"
-        for f in summary["failures"]
-    ]
-    lines += [f"HARNESS ERROR (ours, not thunder's) in {e['item']}: {e['error']}" for e in summary["harness_errors"]]
-    lines.append(f"result: {summary['result']}")
-    return lines

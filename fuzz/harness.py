@@ -80,6 +80,7 @@ class Outcome:
     # reference, else what thunder was judged against): what nightly runs steer toward with target().
     discrepancy: float = 0.0
     timeout_reruns: int = 0  # thunderfx runs over the time limit that were run once more (see `_ThunderRuns`)
+    eager_error: float | None = None  # the same measure for eager against the float64 reference (None: no reference)
 
     @property
     def converters_disagree(self) -> bool | None:
@@ -298,5 +299,6 @@ def check_spec(
             _verdict(failure), _verdict(stock_failure), _max_difference(result, stock_result)
         )
     discrepancy = _relative_error(result, reference if reference is not None else expected)
+    eager_error = None if reference is None else _relative_error(eager, reference)
     seconds = time.perf_counter() - start
-    return Outcome(spec, True, None, report, failure, seconds, comparison, discrepancy, thunder.reruns)
+    return Outcome(spec, True, None, report, failure, seconds, comparison, discrepancy, thunder.reruns, eager_error)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import os
+import math
 import subprocess
 import sys
 import time
@@ -21,6 +21,7 @@ from fuzz.fix import describe, meta_preserving
 from fuzz.harness import Outcome
 from fuzz.model_builder import network_source
 from fuzz.oracle import ParityFailure, ThunderCrash
+from fuzz.run_folder import write_atomically
 from fuzz.spec import NetSpec
 
 _REPRO_MAIN = """
@@ -196,13 +197,6 @@ def found_with(converter: str) -> str:
     return f"lightning-thunder {thunder.__version__}, torch {torch.__version__}; converter {describe(converter)}"
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename: readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def write_failure(
     artifacts: Path,
     spec: NetSpec,
@@ -268,6 +262,20 @@ def _text(output: str | bytes | None) -> str:
     return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
 
 
+_TIMELINE_S = 10
+LOWEST_DECADE = -17  # float64's resolution is 1e-16: an error of 0 counts here
+HIGHEST_DECADE = 2  # 100 times the largest true value and beyond (NaN and inf too)
+
+
+def _decade(error: float) -> int:
+    """The decade ``error`` lies in (``10**d <= error < 10**(d+1)``), clamped to the plotted range (0 is lowest)."""
+    if error == 0:
+        return LOWEST_DECADE
+    if not math.isfinite(error):
+        return HIGHEST_DECADE
+    return min(HIGHEST_DECADE, max(LOWEST_DECADE, math.floor(math.log10(error))))
+
+
 @dataclass
 class CampaignStats:
     """Counters of one process's examples; merged across xdist workers for the summary."""
@@ -298,6 +306,12 @@ class CampaignStats:
     op_coverage: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
     op_split_reasons: defaultdict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
     op_first_compiled_s: dict[str, float] = field(default_factory=dict)  # op -> campaign time it first compiled
+    # "<layer kind or op>\t<checkpoint api>\t<dtype>" -> [valid examples thunder compiled it in a checkpoint, fell back]
+    checkpoint_grid: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    # "<dtype>\t<thunder|eager>\t<decade>" -> valid examples whose largest relative error vs the float64 reference
+    # (`Outcome.discrepancy`, `Outcome.eager_error`) lies in [10**decade, 10**(decade+1)); the lowest decade holds 0
+    error_decades: Counter = field(default_factory=Counter)
+    timeline: Counter = field(default_factory=Counter)  # epoch second (a multiple of 10) -> examples finished in it
 
     def record(self, outcome: Outcome, elapsed_s: float, expected: bool = False) -> None:
         """Count ``outcome``, ``elapsed_s`` into the campaign; ``expected``: it is a known issue's failure."""
@@ -305,6 +319,7 @@ class CampaignStats:
         self.seconds += outcome.seconds
         self.timeout_reruns += outcome.timeout_reruns
         self.coverage.update(traits(outcome.spec))
+        self.timeline[str(int(time.time() // _TIMELINE_S * _TIMELINE_S))] += 1
         failed = outcome.failure is not None and not expected
         if failed and self.first_failure is None:
             self.first_failure = {"after_s": round(elapsed_s, 2), "example": self.examples}
@@ -320,6 +335,7 @@ class CampaignStats:
         if failed:
             self.failing_examples[outcome.failure.signature] += 1
         self._record_ops(outcome, failed, elapsed_s)
+        self._record_grid_and_errors(outcome)
         if outcome.converter_ab is not None:
             self.converter_comparisons += 1
             self.converter_disagreements += outcome.converter_ab.differs
@@ -345,6 +361,19 @@ class CampaignStats:
                     self.op_split_reasons[key][reason.splitlines()[0][:200]] += 1
             if failed:
                 self.op_coverage[key][2] += 1
+
+    def _record_grid_and_errors(self, outcome: Outcome) -> None:
+        """Count the valid ``outcome``'s checkpointed layers per API and dtype, and the decades of its errors."""
+        spec = outcome.spec
+        if outcome.compile_report is not None:
+            for ckpt in spec.checkpoints:
+                for layer in spec.layers[ckpt.start : ckpt.stop]:
+                    name = layer.params["op"] if "op" in layer.params else layer.kind
+                    self.checkpoint_grid[f"{name}\t{ckpt.api}\t{spec.dtype}"][0 if outcome.compiled else 1] += 1
+        if outcome.failure is None or outcome.discrepancy:  # a crash has no error to count
+            self.error_decades[f"{spec.dtype}\tthunder\t{_decade(outcome.discrepancy)}"] += 1
+        if outcome.eager_error is not None:
+            self.error_decades[f"{spec.dtype}\teager\t{_decade(outcome.eager_error)}"] += 1
 
     def record_final_failure(
         self,
@@ -396,6 +425,9 @@ class CampaignStats:
             "op_coverage": dict(sorted(self.op_coverage.items())),
             "op_split_reasons": {key: dict(reasons) for key, reasons in sorted(self.op_split_reasons.items())},
             "op_first_compiled_s": self.op_first_compiled_s,
+            "checkpoint_grid": dict(sorted(self.checkpoint_grid.items())),
+            "error_decades": dict(sorted(self.error_decades.items())),
+            "timeline": dict(sorted(self.timeline.items())),
         }
 
     @classmethod
@@ -427,6 +459,9 @@ class CampaignStats:
                 Counter, {key: Counter(reasons) for key, reasons in data.get("op_split_reasons", {}).items()}
             ),
             op_first_compiled_s=dict(data.get("op_first_compiled_s", {})),
+            checkpoint_grid=defaultdict(lambda: [0, 0], data.get("checkpoint_grid", {})),
+            error_decades=Counter(data.get("error_decades", {})),
+            timeline=Counter(data.get("timeline", {})),
         )
 
     def merge(self, other: CampaignStats) -> None:
@@ -450,6 +485,10 @@ class CampaignStats:
             self.op_coverage[key] = [a + b for a, b in zip(self.op_coverage[key], counts, strict=True)]
         for key, reasons in other.op_split_reasons.items():
             self.op_split_reasons[key] += reasons
+        for key, counts in other.checkpoint_grid.items():
+            self.checkpoint_grid[key] = [a + b for a, b in zip(self.checkpoint_grid[key], counts, strict=True)]
+        self.error_decades += other.error_decades
+        self.timeline += other.timeline
         for op, seconds in other.op_first_compiled_s.items():
             self.op_first_compiled_s[op] = min(seconds, self.op_first_compiled_s.get(op, seconds))
         self.failing_examples += other.failing_examples

@@ -90,29 +90,3 @@ def fallback_report(family: dict[str, Any]) -> str:
         *(f"{key}: {reason}" for key, reason in sorted(family["always_fell_back"].items())),
     ]
     return "\n".join(lines) + "\n"
-
-
-def op_family_lines(family: dict[str, Any]) -> list[str]:
-    """The op family's part of the terminal summary."""
-    share = family["share_in_compiled_checkpoint"]
-    lines = [
-        f"op family: {family['ops_in_compiled_checkpoint']}/{family['drawable_ops']} drawable ops "
-        f"({share:.1%}) ran inside a checkpoint thunder compiled; thunder's converter maps "
-        f"{family['mapped_differentiable_ops']} differentiable ops, {len(family['not_drawable'])} not drawable "
-        f"(reasons: 'not_drawable' in summary.json); op x form cells: {family['op_form_cells']}"
-        if share is not None
-        else "op family: no drawable op"
-    ]
-    if family["every_op_compiled_after_s"] is not None:
-        lines.append(
-            f"every drawable op ran inside a compiled checkpoint after {family['every_op_compiled_after_s']} s"
-        )
-    elif family["never_in_compiled_checkpoint"]:
-        never = family["never_in_compiled_checkpoint"]
-        lines.append(f"never inside a compiled checkpoint ({len(never)}): {', '.join(never)}")
-    if family["always_fell_back"]:
-        lines.append(
-            f"{len(family['always_fell_back'])} op calls always sent their checkpoint to the fallback "
-            "(op_fallbacks.txt): " + ", ".join(sorted(family["always_fell_back"]))
-        )
-    return lines

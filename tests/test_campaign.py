@@ -17,7 +17,7 @@ def _tanh(features: int = 3) -> NetSpec:
 
 
 def test_a_network_the_shard_already_ran_is_answered_from_memory(tmp_path):
-    campaign = Campaign(CampaignConfig(artifacts=tmp_path))
+    campaign = Campaign(CampaignConfig(run_dir=tmp_path))
     campaign.start_item()
     first, _ = campaign._outcome(_tanh(), ())
     again, _ = campaign._outcome(NetSpec.from_json(_tanh().to_json()), ())
@@ -29,7 +29,7 @@ def test_a_network_the_shard_already_ran_is_answered_from_memory(tmp_path):
 
 def test_while_shrinking_a_step_far_slower_than_the_failure_is_rejected_not_reported(tmp_path, monkeypatch):
     monkeypatch.setattr(fuzz.campaign, "_SHRINKING_TIMEOUT_FLOOR_S", 2.0)
-    campaign = Campaign(CampaignConfig(artifacts=tmp_path, timeout_s=60))
+    campaign = Campaign(CampaignConfig(run_dir=tmp_path, timeout_s=60))
     campaign.start_item()
     assert campaign._shrinking_timeout_s() == 60
     with injected("tanh-grad-x2"):

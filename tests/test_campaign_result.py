@@ -12,7 +12,7 @@ def _run(tmp: Path, *extra: str, workers: int = 0, **env: str) -> tuple[subproce
     # With pytest's logging plugin on, as `make campaign` runs it.
     command = campaign_command(tmp, *extra, workers=workers, logging=True)
     run = subprocess.run(command, cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
-    return run, json.loads((tmp / "artifacts" / "summary.json").read_text())
+    return run, json.loads((tmp / "artifacts" / "latest" / "summary.json").read_text())
 
 
 def test_a_budget_spent_before_the_first_example_ends_every_shard_cleanly(tmp_path):

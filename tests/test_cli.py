@@ -75,7 +75,7 @@ def test_known_issues_check_retests_every_registry_entry(tmp_path):
         text=True,
         timeout=600,
     )  # fmt: skip
-    assert run.returncode == 0, run.stdout[-3000:]
-    checks = json.loads((tmp_path / "summary.json").read_text())["known_issue_checks"]
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    checks = json.loads((tmp_path / "latest" / "summary.json").read_text())["known_issue_checks"]
     assert checks == {issue.id: "reproduces" for issue in KNOWN_ISSUES}
     assert "re-tested: reproduces" in run.stdout

@@ -112,9 +112,9 @@ def test_a_fault_in_attention_shrinks_to_one_small_block(tmp_path):
         fault="sdpa-grad-x2",
     )
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
-    summary = json.loads((tmp_path / "artifacts" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "artifacts" / "latest" / "summary.json").read_text())
     (failure,) = summary["failures"]
-    spec = NetSpec.from_json((tmp_path / "artifacts" / failure["id"] / "spec.json").read_text())
+    spec = NetSpec.from_json((tmp_path / "artifacts" / "latest" / failure["id"] / "spec.json").read_text())
     print(f"shrunk after {failure['shrunk_after_s']} s, {failure['after_examples']} examples: {spec.to_json()}")
     assert failure["class"] == "gradient-divergence" and failure["triage"] == "checkpoint-specific"
     (block,) = spec.layers  # the final norm and the LM head went, and all but one block

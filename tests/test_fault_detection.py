@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
+from tests.browser import render
 from tests.campaign_runs import FAULT, ROOT, campaign_command, run_campaign, run_repro
 
 MINIMAL = NetSpec(features=1, layers=[LayerSpec("tanh")], checkpoints=[CheckpointSpec(0, 1)])
@@ -24,7 +25,7 @@ MINIMAL = NetSpec(features=1, layers=[LayerSpec("tanh")], checkpoints=[Checkpoin
 def faulty_campaign(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     tmp = tmp_path_factory.mktemp("faulty")
     run = run_campaign(tmp, "--hypothesis-profile", "nightly", "--fuzz-minutes", "4")
-    return run, tmp / "artifacts"
+    return run, (tmp / "artifacts" / "latest").resolve()
 
 
 def test_the_campaign_fails_on_the_injected_fault(faulty_campaign):
@@ -65,12 +66,32 @@ def test_the_repro_exits_1_with_the_fault_and_0_without(faulty_campaign):
     assert "NOT REPRODUCED" in without.stdout
 
 
+def test_the_run_report_shows_the_failure_in_a_real_browser(faulty_campaign, tmp_path):
+    import numpy
+    from PIL import Image
+
+    run, artifacts = faulty_campaign
+    (failure,) = json.loads((artifacts / "summary.json").read_text())["failures"]
+    dom = render(artifacts / "report.html", tmp_path / "report.png")
+    assert failure["id"] in dom and 'href="' + failure["id"] + '/repro.py"' in dom
+    assert dom.count('src="data:image/png;base64,') == 3, "coverage, error and rate plots, embedded"
+    pixels = numpy.asarray(Image.open(tmp_path / "report.png").convert("RGB")).reshape(-1, 3)
+    assert len(numpy.unique(pixels, axis=0)) > 100, "the page is blank"
+    # The failure list's rows and the result banner are drawn in the failure colour (html_report's #f8d7da).
+    assert (pixels == (248, 215, 218)).all(axis=1).sum() > 5000
+
+
 def test_the_saved_failure_replays_from_the_database(faulty_campaign, tmp_path):
     run, artifacts = faulty_campaign
-    replay = run_campaign(artifacts.parent, "--hypothesis-profile", "replay")
+    campaign_summary = (artifacts / "summary.json").read_text()
+    replay = run_campaign(artifacts.parent.parent, "--hypothesis-profile", "replay")
     assert replay.returncode == 1 and "GradientDivergence" in replay.stdout
-    clean = run_campaign(artifacts.parent, "--hypothesis-profile", "replay", fault=None)
+    clean = run_campaign(artifacts.parent.parent, "--hypothesis-profile", "replay", fault=None)
     assert clean.returncode == 0, clean.stdout[-3000:]
+    # Each replay wrote a run folder of its own; the campaign's is as it was.
+    runs = sorted(path.parent for path in artifacts.parent.glob("*/summary.json") if not path.parent.is_symlink())
+    assert len(runs) == 3 and (artifacts / "summary.json").read_text() == campaign_summary
+    assert (artifacts.parent / "latest").resolve().name in clean.stdout
 
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
@@ -83,7 +104,7 @@ def test_an_interrupted_campaign_keeps_the_failure_it_had_found(tmp_path, stop):
     campaign = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 240
-        while not list((tmp_path / "artifacts").glob("unshrunk/*/repro.py")) and time.monotonic() < deadline:
+        while not list((tmp_path / "artifacts").glob("*/unshrunk/*/repro.py")) and time.monotonic() < deadline:
             assert campaign.poll() is None, "the campaign ended before it found the fault"
             time.sleep(0.2)
         # The artifact is written inside the failing call, the database entry just after it returns.
@@ -119,7 +140,7 @@ def test_a_dead_worker_is_reported_and_the_campaign_goes_on(tmp_path, fault):
     )
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
     assert "crashed while running" in run.stdout and "worker-crash" in run.stdout
-    summary = json.loads((tmp_path / "artifacts" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "artifacts" / "latest" / "summary.json").read_text())
     crashes = [f for f in summary["failures"] if f["class"] == "worker-crash"]
     assert len(crashes) == 1, summary["failures"]
     hung = "hard time limit" in crashes[0]["message"]
@@ -185,10 +206,10 @@ def test_a_fault_in_a_new_kind_is_found_and_shrunk_to_that_layer(tmp_path, fault
         fault=fault,
     )
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
-    summary = json.loads((tmp_path / "artifacts" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "artifacts" / "latest" / "summary.json").read_text())
     (failure,) = summary["failures"]
     assert (failure["class"], failure["triage"]) == signature, failure
-    spec = NetSpec.from_json((tmp_path / "artifacts" / failure["id"] / "spec.json").read_text())
+    spec = NetSpec.from_json((tmp_path / "artifacts" / "latest" / failure["id"] / "spec.json").read_text())
     print(
         f"{fault}: detected after {summary['first_failure']['after_s']} s, shrunk after {failure['shrunk_after_s']} s "
         f"to {spec.to_json()}"

@@ -89,7 +89,7 @@ def test_two_concurrent_machines_share_and_replay_each_others_failures(redis_url
     )
     seconds = time.monotonic() - start
     assert replay.returncode == 1 and "GradientDivergence" in replay.stdout, replay.stdout[-3000:]
-    summary = json.loads((tmp_path / "third" / "artifacts" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "third" / "artifacts" / "latest" / "summary.json").read_text())
     assert summary["failures"] and summary["failures"][0]["class"] == "gradient-divergence"
     print(f"replay from Redis re-failed in {seconds:.1f} s ({summary['examples']} examples run)")
     # ... and once thunder is fixed (no fault), the same replay passes.
@@ -98,7 +98,7 @@ def test_two_concurrent_machines_share_and_replay_each_others_failures(redis_url
         tmp_path / "fourth", "--hypothesis-profile", "replay", "--fuzz-database", redis_url, *_VOCABULARY, fault=None
     )
     assert fixed.returncode == 0, fixed.stdout[-3000:]
-    fixed_summary = json.loads((tmp_path / "fourth" / "artifacts" / "summary.json").read_text())
+    fixed_summary = json.loads((tmp_path / "fourth" / "artifacts" / "latest" / "summary.json").read_text())
     assert fixed_summary["examples"] >= summary["examples"] > 0  # it did replay the saved failure
 
 

@@ -76,7 +76,7 @@ def faulty_op_campaign(tmp_path_factory):
         "--fuzz-layers", "op,op_module,linear,tanh", "--fuzz-ops", _OPS,
         fault=FAULT,
     )  # fmt: skip
-    return run, tmp / "artifacts"
+    return run, (tmp / "artifacts" / "latest").resolve()
 
 
 def test_a_fault_in_one_non_default_argument_is_found_and_shrunk_to_that_call_alone(faulty_op_campaign):
@@ -96,7 +96,7 @@ def test_the_sweep_finds_exactly_the_faulty_argument_variants(tmp_path):
     run = run_campaign(tmp_path, "-k", "sweep", "--fuzz-layers", "op,op_module", "--fuzz-ops", "leaky_relu,relu",
                        fault=FAULT)  # fmt: skip
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
-    artifacts = tmp_path / "artifacts"
+    artifacts = tmp_path / "artifacts" / "latest"
     summary = json.loads((artifacts / "summary.json").read_text())
     failing = [NetSpec.from_json((artifacts / f["id"] / "spec.json").read_text()) for f in summary["failures"]]
     calls = [c for c in catalog().calls if c.op in ("leaky_relu", "relu")]

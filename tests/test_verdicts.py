@@ -202,7 +202,7 @@ SILU_THEN_TANH = NetSpec(
 
 
 def test_a_known_issue_explains_its_own_failure(tmp_path):
-    campaign = Campaign(CampaignConfig(artifacts=tmp_path))
+    campaign = Campaign(CampaignConfig(run_dir=tmp_path))
     known = known_issues_for(SILU_THEN_TANH)
     assert [issue.id for issue in known] == ["inplace-silu-wrong-grad"]
     outcome = check_spec(SILU_THEN_TANH)
@@ -211,7 +211,7 @@ def test_a_known_issue_explains_its_own_failure(tmp_path):
 
 
 def test_a_second_fault_in_a_network_with_a_known_trigger_is_still_reported(tmp_path):
-    campaign = Campaign(CampaignConfig(artifacts=tmp_path))
+    campaign = Campaign(CampaignConfig(run_dir=tmp_path))
     with injected("tanh-grad-x2"):
         outcome = check_spec(SILU_THEN_TANH)
         assert isinstance(outcome.failure, GradientDivergence)  # the class inplace-silu-wrong-grad claims

@@ -1,0 +1,158 @@
+"""``ckpt-fuzz``: the harness for people; pytest stays the engine of every campaign, replay and registry check.
+
+Exit codes: ``run``, ``replay`` and ``known-issues`` exit as pytest does (0 nothing failed, 1 something
+failed, 2 interrupted, 4 a bad option); ``check`` as a repro.py (0 thunderfx matches, 1 it fails, 2 could not
+run); ``report`` 0, or 2 when the run is not there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from fuzz.choices import CONVERTER_CHOICES, DEVICE_CHOICES
+from fuzz.run_folder import SUMMARY, find_run
+
+DEFAULT_ROOT = Path("fuzz-artifacts")
+COULD_NOT_RUN = 2
+
+
+def _pytest(arguments: list[str], command: list[str]) -> int:
+    """Run the campaign engine (pytest on this package's tests) with ``arguments``; its exit status."""
+    from fuzz.summary import COMMAND_VARIABLE
+
+    env = {**os.environ, COMMAND_VARIABLE: shlex.join(["ckpt-fuzz", *command])}
+    return subprocess.call([sys.executable, "-m", "pytest", "--pyargs", "fuzz", "-q", *arguments], env=env)
+
+
+def _run(args: argparse.Namespace, extra: list[str]) -> int:
+    arguments = ["--hypothesis-profile", args.profile, "--fuzz-device", args.device, "--converter", args.converter]
+    arguments += ["--fuzz-artifacts", str(args.artifacts)]
+    arguments += ["-n", str(args.jobs)] if args.jobs else ["-p", "no:xdist"]
+    if args.minutes is not None:
+        arguments += ["--fuzz-minutes", str(args.minutes)]
+    return _pytest([*arguments, *extra], args.argv)
+
+
+def _replay(args: argparse.Namespace, extra: list[str]) -> int:
+    """Replay what a run's database holds, with the generator options of that run (they decide what entries mean)."""
+    summary = json.loads((find_run(args.artifacts, args.run) / SUMMARY).read_text())
+    if (options := summary.get("replay_options")) is None:
+        raise FileNotFoundError(f"run {summary.get('run_id')} records no options to replay with (an older run)")
+    arguments = ["--hypothesis-profile", "replay", "--fuzz-artifacts", str(args.artifacts), "-p", "no:xdist"]
+    arguments += [item for name, value in options.items() if value is not None for item in (f"--{name}", str(value))]
+    return _pytest([*arguments, *extra], args.argv)
+
+
+def _check(args: argparse.Namespace, extra: list[str]) -> int:
+    """One spec, eager vs thunderfx: the verdict on one line, and the exit code of a repro.py."""
+    from fuzz.spec import NetSpec, SpecError
+
+    path = args.spec / "spec.json" if args.spec.is_dir() else args.spec
+    try:
+        spec = NetSpec.from_json(path.read_text())
+    except (OSError, SpecError) as error:
+        print(f"ckpt-fuzz check: cannot read a spec from {path}: {error}", file=sys.stderr)
+        return COULD_NOT_RUN
+    from dataclasses import replace
+
+    from fuzz.campaign import resolve_device
+    from fuzz.harness import check_spec
+
+    spec = replace(spec, device=resolve_device(args.device)) if args.device != "auto" else spec
+    outcome = check_spec(spec, converter=args.converter, timeout_s=args.timeout)
+    if not outcome.valid:
+        print(f"COULD NOT JUDGE: {outcome.invalid_reason}")
+        return COULD_NOT_RUN
+    if outcome.failure is None:
+        print(f"PASS: thunderfx matches in {outcome.seconds:.1f} s (largest relative error {outcome.discrepancy:.3g})")
+        return 0
+    print(f"FAIL: {outcome.failure.failure_class} [{outcome.failure.triage}] {str(outcome.failure).splitlines()[0]}")
+    return 1
+
+
+def _report(args: argparse.Namespace, extra: list[str]) -> int:
+    from fuzz.html_report import write_report
+
+    print(write_report(find_run(args.artifacts, args.run)))
+    return 0
+
+
+def _known_issues(args: argparse.Namespace, extra: list[str]) -> int:
+    """Re-test every registry entry's spec on the installed thunder (the engine's ``--known-issues check``)."""
+    arguments = ["-k", "known_issue_still_reproduces", "--known-issues", "check", "-p", "no:xdist"]
+    arguments += ["--fuzz-timeout", str(args.timeout), "--fuzz-device", args.device]
+    arguments += ["--fuzz-artifacts", str(args.artifacts), "--fuzz-progress", "0"]
+    return _pytest([*arguments, *extra], args.argv)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ckpt-fuzz",
+        description="Fuzz eager vs thunderfx gradient parity of activation-checkpointed networks. Arguments after "
+        "the ones listed for a command go to the pytest engine unchanged (e.g. --fuzz-layers, --fuzz-seed).",
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, handler, help: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help)
+        sub.set_defaults(handler=handler)
+        return sub
+
+    def artifacts(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--artifacts", type=Path, default=DEFAULT_ROOT, help="root of the run folders (%(default)s)")
+
+    def device(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="(default: %(default)s)")
+
+    run = command("run", _run, "a campaign: writes ARTIFACTS/<run-id>/ (summary.json, report.html, failures)")
+    run.add_argument("--minutes", type=float, default=None, help="budget for new examples (default: the profile's)")
+    run.add_argument("-n", "--jobs", type=int, default=2, help="xdist worker processes; 0: one process (%(default)s)")
+    run.add_argument("--profile", default="nightly", help="Hypothesis profile: ci, dev, nightly, replay (%(default)s)")
+    run.add_argument("--converter", default="fixed", choices=CONVERTER_CHOICES, help="(default: %(default)s)")
+    artifacts(run)
+    device(run)
+
+    check = command("check", _check, "one spec: eager vs thunderfx; exit 0 match, 1 failure, 2 could not run")
+    check.add_argument("spec", type=Path, help="a spec.json, or a failure folder holding one")
+    check.add_argument("--converter", default="fixed", choices=CONVERTER_CHOICES, help="(default: %(default)s)")
+    check.add_argument("--timeout", type=float, default=120.0, help="seconds thunderfx may take (%(default)s)")
+    device(check)
+
+    replay = command("replay", _replay, "re-run what a run's example database holds, with that run's options")
+    replay.add_argument("run", nargs="?", help="a run id under ARTIFACTS or a run folder (default: the latest)")
+    artifacts(replay)
+
+    report = command("report", _report, "render a run's report.html again; prints its path")
+    report.add_argument("run", nargs="?", help="a run id under ARTIFACTS or a run folder (default: the latest)")
+    artifacts(report)
+
+    known = command("known-issues", _known_issues, "re-test every known-issue entry on the installed thunder")
+    known.add_argument("--timeout", type=float, default=30.0, help="seconds per entry under thunderfx (%(default)s)")
+    artifacts(known)
+    device(known)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    argv = sys.argv[1:] if argv is None else argv
+    args, extra = parser.parse_known_args(argv)
+    args.argv = argv
+    if extra and args.command in ("check", "report"):
+        parser.error(f"{args.command}: unrecognized arguments: {' '.join(extra)}")
+    try:
+        return args.handler(args, extra)
+    except FileNotFoundError as error:
+        print(f"ckpt-fuzz {args.command}: {error}", file=sys.stderr)
+        return COULD_NOT_RUN
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""The pytest plugin of the fuzz harness (entry point ``pytest11``): its options; the rest is `fuzz.hooks`.
+
+pytest imports this module in every session of the environment, before it captures output: it imports
+nothing heavy (torch and thunder imported that early crashed later subprocess runs with a segfault). Its
+``pytest_configure`` registers `fuzz.hooks`, which then validates the options and builds the campaign.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fuzz.choices import CONVERTER_CHOICES, DEVICE_CHOICES, KNOWN_ISSUE_MODES
+from fuzz.database import DEFAULT_LOCATION, ENVIRONMENT_VARIABLE
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fuzz", "checkpoint gradient-parity fuzzing")
+    group.addoption("--fuzz-device", default="auto", choices=DEVICE_CHOICES, help="device of the generated networks")
+    group.addoption(
+        "--converter",
+        default="fixed",
+        choices=CONVERTER_CHOICES,
+        help="checkpoint converter thunder uses: the meta-preserving fix, thunder's stock one, or both (A/B)",
+    )
+    group.addoption(
+        "--fuzz-artifacts",
+        default="fuzz-artifacts",
+        help="root of the run folders: a campaign writes DIR/<run-id>/ (summary, failures, report), links DIR/latest",
+    )
+    group.addoption("--fuzz-run-id", default=None, help="this run's folder name (default: UTC time, profile, 4 hex)")
+    group.addoption("--fuzz-minutes", type=float, default=None, help="wall-clock budget for generating new examples")
+    group.addoption("--fuzz-timeout", type=float, default=120.0, help="seconds one example may take under thunderfx")
+    group.addoption("--fuzz-shards", type=int, default=8, help="test items the campaign is split into (for -n)")
+    group.addoption(
+        "--fuzz-database",
+        default=None,
+        help="Hypothesis example database: a directory, or redis://host:port/db to share one across machines "
+        f"(default: ${ENVIRONMENT_VARIABLE}, else {DEFAULT_LOCATION})",
+    )
+    group.addoption("--fuzz-layers", default=None, help="comma-separated layer kinds to draw from (default: all)")
+    group.addoption("--fuzz-dtypes", default=None, help="comma-separated dtypes to draw from (default: all)")
+    group.addoption(
+        "--fuzz-ops",
+        default=None,
+        help="comma-separated ops of the op family to draw and sweep (names: python -m fuzz.op_catalog; default: all)",
+    )
+    group.addoption(
+        "--fuzz-seed",
+        type=int,
+        default=None,
+        help="generation seed (shard i uses seed + i); default 0 under ci, else a fresh one, shown in the summary",
+    )
+    group.addoption(
+        "--fuzz-executors",
+        default="auto",
+        help="thunder's executors, comma-separated; auto: cudnn and nvfuser (where installed) in front of thunder's "
+        "defaults on CUDA, thunder's defaults on CPU",
+    )
+    group.addoption(
+        "--fuzz-confirm",
+        default="yes",
+        choices=("yes", "no"),
+        help="re-run each reported failure's repro.py in a fresh interpreter and say whether it reproduced",
+    )
+    group.addoption("--fuzz-progress", type=float, default=60.0, help="seconds between progress lines (0: none)")
+    group.addoption(
+        "--known-issues",
+        default=None,
+        choices=KNOWN_ISSUE_MODES,
+        help="specs a known thunder issue matches: not run (exclude; default of the ci profile), run and counted "
+        "(xfail; default otherwise), or counted and each registry entry re-tested (check)",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    from fuzz import hooks
+
+    config.pluginmanager.register(hooks, "ckpt-fuzz-hooks")

@@ -1,0 +1,258 @@
+"""The campaign summary: how the test items ended, the summary's data (``summary.json``) and its terminal lines.
+
+Imports no torch (`ckpt-fuzz report` renders a summary in a fraction of a second).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from typing import TYPE_CHECKING, Any
+
+from fuzz.run_folder import AB_RECORDS
+
+if TYPE_CHECKING:
+    from fuzz.report import CampaignStats
+
+if sys.version_info < (3, 11):  # Hypothesis's own dependency there
+    from exceptiongroup import BaseExceptionGroup
+
+COMMAND_VARIABLE = "CKPT_FUZZ_COMMAND"
+_LISTED_OPS = 12  # ops named on the terminal; summary.json lists them all
+
+
+def build_summary(config, stats: CampaignStats, items: ItemResults, wall_s: float) -> dict[str, Any]:
+    """The summary of a run with ``config`` (a `CampaignConfig`): its merged ``stats``, its ``items``' ends."""
+    from fuzz.report import found_with
+
+    summary = {
+        "run_id": config.run_id,
+        "command": config.command,
+        "profile": config.profile,
+        "device": config.device,
+        "converter": config.converter,
+        "found_with": found_with(config.converter),
+        "seed": config.seed,
+        "executors": list(config.executors) or "thunder's defaults",
+        "wall_seconds": round(wall_s, 1),
+        **stats.to_dict(),
+        "examples_per_second": round(stats.examples / wall_s, 3) if wall_s else 0.0,
+        "seconds_per_example": round(stats.seconds / stats.examples, 3) if stats.examples else None,
+        "compiled_share": round(stats.compiled / stats.valid, 4) if stats.valid else None,
+        "discarded_share": round(stats.discarded / (stats.discarded + stats.examples), 4)
+        if (stats.discarded + stats.examples)
+        else 0.0,
+    }
+    # Shards often shrink to the same minimal failure: list each failure once (each network of one id, each in
+    # its own folder), with how many found it.
+    distinct: dict[str, dict[str, Any]] = {}
+    for failure in stats.failures:
+        distinct.setdefault(failure["repro"], {**failure, "found_by_shards": 0})["found_by_shards"] += 1
+    summary["failures"] = list(distinct.values())
+    summary.update(items.to_dict())
+    summary["replay_options"] = replay_options(config)
+    return summary
+
+
+def replay_options(config) -> dict[str, Any]:
+    """The options (name without ``--`` -> value) a replay of the run with ``config`` needs: what decides which
+    networks its database entries decode to, and where that database is (`ckpt-fuzz replay`)."""
+    listed = {"fuzz-layers": config.kinds, "fuzz-dtypes": config.dtypes, "fuzz-ops": config.ops}
+    return {
+        "fuzz-shards": config.shards,
+        **{name: ",".join(values) if values else None for name, values in listed.items()},
+        "fuzz-database": config.database,
+        "fuzz-device": config.device,
+        "converter": config.converter,
+        "fuzz-timeout": config.timeout_s,
+    }
+
+
+def command_line(args: list[str]) -> str:
+    """The command that started this pytest session with ``args``: ``$CKPT_FUZZ_COMMAND`` (set, and taken here, by
+    `ckpt-fuzz`, whose command the user typed), else pytest's own."""
+    return os.environ.pop(COMMAND_VARIABLE, None) or shlex.join([sys.executable, "-m", "pytest", *args])
+
+
+FINDING, HARNESS_ERROR = "finding", "harness-error"
+
+
+class ItemResults:
+    """How the campaign's test items ended, as the controller saw their reports.
+
+    A failed item is a *finding* (a parity failure, a dead worker running a network, a known
+    issue thunder fixed) or a *harness error*: anything else (a Hypothesis health check, an
+    internal error of ours), which is never reported as thunder's.
+    """
+
+    def __init__(self) -> None:
+        self.campaign_items = 0
+        self.out_of_budget_before_first_example = 0
+        self.harness_errors: list[dict[str, str]] = []
+        self.findings: list[str] = []  # items failed by thunder's failures (listed in the summary's failures)
+        self.other_failed: list[str] = []  # failed items that are not the campaign's (self-tests)
+
+    def record(self, nodeid: str, when: str, failed: bool, properties: dict[str, Any]) -> None:
+        """Count one report of item ``nodeid`` (phase ``when``; its `item_properties` in ``properties``)."""
+        if not properties.get("fuzz_campaign_item"):
+            if failed and nodeid not in self.other_failed:
+                self.other_failed.append(nodeid)
+            return
+        self.campaign_items += when == "call"
+        self.out_of_budget_before_first_example += bool(properties.get("fuzz_out_of_budget"))
+        if failed and properties.get("fuzz_failure_kind") == FINDING:
+            self.findings.append(nodeid)
+        elif failed:
+            message = properties.get("fuzz_failure_message") or "the item failed outside an example"
+            self.harness_errors.append({"item": nodeid, "error": message})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "items_out_of_budget_before_first_example": self.out_of_budget_before_first_example,
+            "harness_errors": self.harness_errors,
+            "other_failed_tests": self.other_failed,
+        }
+
+    def result(self, exit_status: int, summary: dict[str, Any]) -> str:
+        """One line that agrees with pytest's ``exit_status`` and names what made the run fail."""
+        fixed = [issue for issue, verdict in summary["known_issue_checks"].items() if verdict != "reproduces"]
+        reasons = [
+            f"{len(items)} {what}"
+            for items, what in (
+                (summary["failures"], "failure(s)"),
+                (self.harness_errors, "harness error(s)"),
+                (fixed, "known issue(s) no longer reproducing"),
+                (self.other_failed, "other failed test(s)"),
+            )
+            if items
+        ]
+        if exit_status == 0:
+            return "passed: nothing failed"
+        if exit_status == 2:
+            return "interrupted: the run was stopped; what it found so far is listed" + (
+                f" ({', '.join(reasons)})" if reasons else ""
+            )
+        if exit_status == 1:
+            unlisted = f"{len(self.findings)} item(s) failed by thunder with no failure written (see pytest's report)"
+            return "failed: " + (", ".join(reasons) or (unlisted if self.findings else "a test failed"))
+        return f"pytest error (exit status {exit_status}): the run did not complete"
+
+
+def item_properties(error: BaseException | None, out_of_budget: bool) -> list[tuple[str, Any]]:
+    """What a worker tells the controller about how a campaign item ended (pytest's ``user_properties``)."""
+    properties: list[tuple[str, Any]] = [("fuzz_out_of_budget", out_of_budget)] if out_of_budget else []
+    if error is not None:
+        kind = FINDING if _is_finding(error) else HARNESS_ERROR
+        message = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+        properties += [("fuzz_failure_kind", kind), ("fuzz_failure_message", message[:500])]
+    return properties
+
+
+def _is_finding(error: BaseException) -> bool:
+    """A failure of thunder's (or a known issue it fixed), as opposed to one of the harness."""
+    from fuzz.known_issues import KnownIssueFixed
+    from fuzz.oracle import ParityFailure
+
+    if isinstance(error, BaseExceptionGroup):  # Hypothesis reports several distinct bugs as a group
+        return all(_is_finding(e) for e in error.exceptions)
+    return isinstance(error, ParityFailure | KnownIssueFixed)
+
+
+def _confirmed(failure: dict[str, Any]) -> str:
+    """A failure's confirmation, in a few words."""
+    if failure["confirmed"] is None:
+        return failure["confirmation"]
+    return "confirmed" if failure["confirmed"] else f"NOT CONFIRMED: {failure['confirmation']}"
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """The campaign summary for the terminal."""
+    lines = [
+        f"run {summary['run_id']}: {summary['command']}",
+        f"{summary['examples']} examples ({summary['valid']} valid; {summary['repeats']} repeated networks answered "
+        f"from memory) in {summary['wall_seconds']} s "
+        f"= {summary['examples_per_second']} examples/s, {summary['seconds_per_example']} s/example "
+        f"[profile {summary['profile']}, device {summary['device']}]",
+        f"found with {summary['found_with']}",
+        f"thunder compiled every checkpointed region in {summary['compiled_by_thunder']}/{summary['valid']} "
+        f"valid examples (share {summary['compiled_share']}); {summary['fell_back']} fell back",
+        f"invalid examples by reason: {summary['invalid_reasons'] or 'none'}; "
+        f"{len(summary['coverage'])} features exercised (counts under 'coverage' in summary.json)",
+    ]
+    if summary["converter_comparisons"]:
+        lines.append(
+            f"converter A/B: the fixed converter changed the verdict in {summary['converter_verdict_changes']} and "
+            f"the verdict or any output/gradient value in {summary['converter_disagreements']} of "
+            f"{summary['converter_comparisons']} examples (per example: {AB_RECORDS})"
+        )
+    if summary["timeout_reruns"]:
+        lines.append(
+            f"{summary['timeout_reruns']} thunderfx runs went over the time limit and were run once more "
+            "(only a second time-out counts)"
+        )
+    lines.append(
+        "failing examples by class, shrink steps included, known issues not: "
+        f"{summary['failing_examples_by_class'] or 'none'}"
+    )
+    lines += [
+        f"known issue {issue}: reproduced in {counts[0]}, did not reproduce in {counts[1]} examples"
+        for issue, counts in summary["known_issues"].items()
+    ]
+    lines += [f"known issue {issue} re-tested: {verdict}" for issue, verdict in summary["known_issue_checks"].items()]
+    if summary["known_class_failures"]:
+        lines.append(
+            f"{summary['known_class_failures']} failing examples matched a known issue of their class; "
+            f"{summary['known_explained_failures']} went away without the issue's trigger (attributed to it), "
+            "the rest are reported as new failures"
+        )
+    if summary["discarded"]:
+        lines.append(
+            f"{summary['discarded']} drawn networks not run (a known issue they match is excluded or slow): "
+            f"share {summary['discarded_share']:.1%}"
+        )
+    if "op_family" in summary:
+        lines += op_family_lines(summary["op_family"])
+    if summary["items_out_of_budget_before_first_example"]:
+        lines.append(
+            f"{summary['items_out_of_budget_before_first_example']} test item(s) ran out of budget before Hypothesis "
+            "generated a valid example (raise --fuzz-minutes to run them)"
+        )
+    if first := summary["first_failure"]:
+        lines.append(f"first failure after {first['after_s']} s (example {first['example']})")
+    lines += [
+        f"FAILURE {f['id']} [{f['class']}, {f['triage']}, {_confirmed(f)}] shrunk after {f['shrunk_after_s']} s, "
+        f"found by {f['found_by_shards']} shard(s): {f['message']}\n"
+        f"    repro: {f['repro']}"
+        for f in summary["failures"]
+    ]
+    lines += [f"HARNESS ERROR (ours, not thunder's) in {e['item']}: {e['error']}" for e in summary["harness_errors"]]
+    lines.append(f"result: {summary['result']}")
+    return lines
+
+
+def op_family_lines(family: dict[str, Any]) -> list[str]:
+    """The op family's part of the terminal summary."""
+    share = family["share_in_compiled_checkpoint"]
+    lines = [
+        f"op family: {family['ops_in_compiled_checkpoint']}/{family['drawable_ops']} drawable ops "
+        f"({share:.1%}) ran inside a checkpoint thunder compiled; thunder's converter maps "
+        f"{family['mapped_differentiable_ops']} differentiable ops, {len(family['not_drawable'])} not drawable "
+        f"(reasons: 'not_drawable' in summary.json); op x form cells: {family['op_form_cells']}"
+        if share is not None
+        else "op family: no drawable op"
+    ]
+    if family["every_op_compiled_after_s"] is not None:
+        lines.append(
+            f"every drawable op ran inside a compiled checkpoint after {family['every_op_compiled_after_s']} s"
+        )
+    elif family["never_in_compiled_checkpoint"]:
+        never = family["never_in_compiled_checkpoint"]
+        shown = ", ".join(never[:_LISTED_OPS]) + (", ... (all: summary.json)" if len(never) > _LISTED_OPS else "")
+        lines.append(f"never inside a compiled checkpoint ({len(never)}): {shown}")
+    if family["always_fell_back"]:
+        lines.append(
+            f"{len(family['always_fell_back'])} op calls always sent their checkpoint to the fallback "
+            "(op_fallbacks.txt): " + ", ".join(sorted(family["always_fell_back"]))
+        )
+    return lines
