@@ -1,4 +1,5 @@
-"""Small module classes that generated networks use beyond `torch.nn`.
+"""Small module classes and functions that generated networks use beyond `torch.nn` (the op layers' input
+adapters among them).
 
 Their source is copied verbatim into every generated network and repro, so each class must
 depend on nothing but `torch`, `nn` and `F` (torch.nn.functional).
@@ -291,3 +292,38 @@ class UNetBlock(nn.Module):
         h = self.mid(self.down(x))
         h = self.up(F.interpolate(h, size=x.shape[2:], mode="nearest"))
         return self.out(torch.cat([h, x], dim=1))
+
+
+def adapt(x, shape, low, high, offset=0):
+    """``x``'s values from flat position ``offset`` on (zeros past its end), shaped ``shape``, mapped into
+    ``(low, high)``. Padding rather than tiling: a tiled input would sum many low-precision gradients."""
+    flat = x.reshape(-1)
+    count = 1
+    for size in shape:
+        count *= size
+    flat = F.pad(flat, (0, max(0, count + offset - flat.numel())))[offset : offset + count]
+    # In float32 (float64 for a float64 input), rounded once: in bfloat16 `low + (high - low) * s`
+    # cancels, and eager and thunder round its steps differently. tanh, not sigmoid: thunder's
+    # sigmoid gradient is NaN for inputs below about -90 (known issue sigmoid-grad-nan-large-negative).
+    wide = flat.reshape(shape).to(torch.promote_types(x.dtype, torch.float32))
+    return (low + (high - low) * (torch.tanh(wide) + 1) / 2).to(x.dtype)
+
+
+def spread(x, shape, low, high):
+    """A constant tensor of ``shape`` (no gradient) with values evenly spread over ``[low, high]``, like ``x``.
+
+    Not ``adapt(...).detach()``: thunderfx sends any region holding a detach to its fallback."""
+    count = 1
+    for size in shape:
+        count *= size
+    steps = torch.arange(count, device=x.device, dtype=torch.promote_types(x.dtype, torch.float32))
+    return (low + (high - low) * steps / max(count - 1, 1)).reshape(shape).to(x.dtype)
+
+
+def fold(y, like):
+    """Every floating tensor of ``y`` (a tensor or a sequence of them), flattened, cut or zero-padded to
+    ``like``'s shape."""
+    parts = [t.reshape(-1) for t in (y if isinstance(y, (tuple, list)) else (y,)) if t.is_floating_point()]
+    flat = torch.cat(parts).to(like.dtype)
+    count = like.numel()
+    return F.pad(flat, (0, max(0, count - flat.numel())))[:count].reshape(like.shape)

@@ -27,7 +27,9 @@ def _pytest(arguments: list[str], command: list[str]) -> int:
     from fuzz.summary import COMMAND_VARIABLE
 
     env = {**os.environ, COMMAND_VARIABLE: shlex.join(["ckpt-fuzz", *command])}
-    return subprocess.call([sys.executable, "-m", "pytest", "--pyargs", "fuzz", "-q", *arguments], env=env)
+    # pytest's warnings section lists each warning with every test item that raised it: the summary counts them.
+    engine = [sys.executable, "-m", "pytest", "--pyargs", "fuzz", "-q", "--disable-warnings"]
+    return subprocess.call([*engine, *arguments], env=env)
 
 
 def _run(args: argparse.Namespace, extra: list[str]) -> int:

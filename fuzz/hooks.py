@@ -7,6 +7,7 @@ import os
 import random
 import signal
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -261,6 +262,9 @@ class _ItemRecorder:
 
     def __init__(self, campaign: Campaign) -> None:
         self.campaign = campaign
+
+    def pytest_warning_recorded(self, warning_message: warnings.WarningMessage) -> None:
+        self.campaign.items.record_warning(f"{warning_message.category.__name__}: {warning_message.message}")
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         properties = dict(report.user_properties)

@@ -8,7 +8,9 @@ A kind's ``layout`` says what it maps: a "features" kind ``(..., width)`` to ``(
 inputs of rank 2 or 3; a "channels" kind an image ``(batch, channels, *spatial)`` (1 to 3 spatial
 dims) to another image; an "any" kind either, keeping its shape. Its ``fit`` makes drawn parameters
 valid for what enters the layer, so any stack the strategies draw is a valid network. Adding a layer
-kind is adding one entry here.
+kind is adding one entry here, at the end of `LAYER_KINDS`: the strategies draw a kind by its place among the
+kinds that take the incoming shape, in registry order, so an entry inserted before others would make the example
+database's saved choices decode to other networks (tests/test_strategies.py guards the order).
 """
 
 from __future__ import annotations
@@ -21,25 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fuzz import ops
-from fuzz.blocks import (
-    Attention,
-    BufferUpdate,
-    CausalSelfAttention,
-    ConvBlock,
-    DecoderBlock,
-    Gram,
-    InplaceResidual,
-    MatMul,
-    Residual,
-    RMSNorm,
-    SwiGLU,
-    TransformerBlock,
-    UNetBlock,
-    ViewUpdate,
-    conv_class,
-    update_in_place,
-    view_of,
-)
 
 # Name -> constructor source, simplest first (shrinking prefers earlier entries).
 ACTIVATIONS: dict[str, str] = {
@@ -156,7 +139,7 @@ class LayerKind:
     have parameters (so it can be frozen); ``parameters_flag`` names the flag param that turns them on, if one does.
     ``inplace``: updates a tensor in place (activations, views of computed tensors, buffers): kept out of
     selective checkpointing, where eager rejects in-place updates of what the policy saves.
-    ``helpers``: classes of `fuzz.blocks` the source uses. ``random``: draws random numbers in
+    ``helpers``: names of the `fuzz.blocks` classes and functions the source uses. ``random``: draws random numbers in
     training mode (eager and thunder draw different streams; the oracle compares such networks
     differently, see `fuzz.oracle`). ``layout``: "features", "channels" or "any" (module docstring).
     ``out_spatial(params, spatial)``: a "channels" kind's output spatial sizes. ``fit(params, incoming)``:
@@ -169,7 +152,7 @@ class LayerKind:
     source: Callable[[Mapping[str, Any], int], str]
     params: tuple[Param, ...] = ()
     out_features: Callable[[Mapping[str, Any], int], int] = field(default=lambda params, width: width)
-    helpers: tuple[Callable, ...] = ()
+    helpers: tuple[str, ...] = ()
     functional: bool = False
     apply: Callable[[Mapping[str, Any], str], str] | None = None
     has_parameters: bool = False
@@ -276,7 +259,7 @@ def _fit_conv(params: Mapping[str, Any], incoming: Incoming) -> dict[str, Any]:
 def _conv_source(params: Mapping[str, Any], width: int) -> str:
     padding = repr(params["padding"]) if params["padding"] == "same" else params["padding"]
     return (
-        f"nn.{conv_class(params['dims'], params['transposed']).__name__}({width}, {params['out_channels']}, "
+        f"nn.Conv{'Transpose' if params['transposed'] else ''}{params['dims']}d({width}, {params['out_channels']}, "
         f"{params['kernel']}, stride={params['stride']}, padding={padding}, dilation={params['dilation']}, "
         f"groups={params['groups']}, bias={params['bias']})"
     )
@@ -424,7 +407,7 @@ def _view_update_source(on: str | None) -> Callable[[Mapping[str, Any], int], st
     return source
 
 
-_VIEW_UPDATE_HELPERS = (view_of, update_in_place, ViewUpdate)
+_VIEW_UPDATE_HELPERS = ("view_of", "update_in_place", "ViewUpdate")
 
 
 def _module(name: str, source: Callable[[Mapping[str, Any], int], str], *params: Param, **options: Any) -> LayerKind:
@@ -439,28 +422,28 @@ LAYER_KINDS: dict[str, LayerKind] = {
         *(LayerKind(name, _fixed(source), layout="any") for name, source in ACTIVATIONS.items()),
         _module("layer_norm", lambda p, d: f"nn.LayerNorm({d}, elementwise_affine={p['elementwise_affine']})",
                 Param("elementwise_affine", "flag"), parameters_flag="elementwise_affine"),
-        _module("rms_norm", lambda p, d: f"RMSNorm({d})", helpers=(RMSNorm,)),
+        _module("rms_norm", lambda p, d: f"RMSNorm({d})", helpers=("RMSNorm",)),
         _module("mlp", lambda p, d: f"nn.Sequential(nn.Linear({d}, {p['hidden']}), {ACTIVATIONS[p['activation']]}, "
                 f"nn.Linear({p['hidden']}, {p['out_features']}))", _HIDDEN, _OUT, _ACTIVATION,
                 out_features=_out_features),
         _module("residual", lambda p, d: f"Residual(nn.Linear({d}, {p['hidden']}), {ACTIVATIONS[p['activation']]}, "
-                f"nn.Linear({p['hidden']}, {d}))", _HIDDEN, _ACTIVATION, helpers=(Residual,)),
-        _module("swiglu", lambda p, d: f"SwiGLU({d}, {p['hidden']})", _HIDDEN, helpers=(SwiGLU,)),
+                f"nn.Linear({p['hidden']}, {d}))", _HIDDEN, _ACTIVATION, helpers=("Residual",)),
+        _module("swiglu", lambda p, d: f"SwiGLU({d}, {p['hidden']})", _HIDDEN, helpers=("SwiGLU",)),
         LayerKind("dropout", _fixed("nn.Dropout({p})"), (Param("p", "choice", ("0.5", "0.1")),), random=True,
                   layout="any"),
         _module("attention", lambda p, d: f"Attention({d}, heads={p['heads']}, causal={p['causal']})",
-                Param("heads", "divisor"), Param("causal", "flag"), helpers=(Attention,)),
+                Param("heads", "divisor"), Param("causal", "flag"), helpers=("Attention",)),
         _module("transformer_block", lambda p, d: f"TransformerBlock({d}, heads={p['heads']}, hidden={p['hidden']}, "
                 f"causal={p['causal']})", Param("heads", "divisor"), _HIDDEN, Param("causal", "flag"),
-                helpers=(RMSNorm, Attention, SwiGLU, TransformerBlock)),
+                helpers=("RMSNorm", "Attention", "SwiGLU", "TransformerBlock")),
         _module("matmul", lambda p, d: f"MatMul({d}, {p['out_features']})", _OUT, out_features=_out_features,
-                helpers=(MatMul,)),
-        LayerKind("gram", _fixed("Gram()"), helpers=(Gram,)),
+                helpers=("MatMul",)),
+        LayerKind("gram", _fixed("Gram()"), helpers=("Gram",)),
         _module("linear_relu_inplace", lambda p, d: f"nn.Sequential(nn.Linear({d}, {p['out_features']}), "
                 "nn.ReLU(inplace=True))", _OUT, out_features=_out_features, inplace=True),
         _module("linear_silu_inplace", lambda p, d: f"nn.Sequential(nn.Linear({d}, {p['out_features']}), "
                 "nn.SiLU(inplace=True))", _OUT, out_features=_out_features, inplace=True),
-        _module("inplace_residual", lambda p, d: f"InplaceResidual({d})", helpers=(InplaceResidual,), inplace=True),
+        _module("inplace_residual", lambda p, d: f"InplaceResidual({d})", helpers=("InplaceResidual",), inplace=True),
         # Those without params keep any input's shape; the others fold the last dim by its width.
         *(LayerKind(name, _fixed(source), _FUNCTION_PARAMS.get(name, ()), functional=True,
                     layout="features" if name in _FUNCTION_PARAMS else "any") for name, source in FUNCTIONS.items()),
@@ -475,7 +458,7 @@ LAYER_KINDS: dict[str, LayerKind] = {
         _module("decoder_block", lambda p, d: f"DecoderBlock({d}, heads={p['heads']}, "
                 f"query_groups={query_groups(p['heads'], p['kv_heads'])}, hidden={p['hidden']})",
                 Param("heads", "divisor"), Param("kv_heads", "choice", KV_HEADS), _HIDDEN,
-                helpers=(RMSNorm, CausalSelfAttention, SwiGLU, DecoderBlock)),
+                helpers=("RMSNorm", "CausalSelfAttention", "SwiGLU", "DecoderBlock")),
         # Mutation: in-place updates through views (of a product, a clone, or the layer's own input) and
         # of a buffer under no_grad.
         LayerKind("view_update", _view_update_source(None), (*_VIEW_UPDATE_PARAMS[:2],
@@ -483,7 +466,7 @@ LAYER_KINDS: dict[str, LayerKind] = {
                   helpers=_VIEW_UPDATE_HELPERS, inplace=True, layout="any"),
         LayerKind("input_update", _view_update_source("input"), _VIEW_UPDATE_PARAMS, helpers=_VIEW_UPDATE_HELPERS,
                   inplace=True, layout="any", mutates_input=True),
-        LayerKind("buffer_update", _fixed("BufferUpdate()"), helpers=(BufferUpdate,), inplace=True, layout="any"),
+        LayerKind("buffer_update", _fixed("BufferUpdate()"), helpers=("BufferUpdate",), inplace=True, layout="any"),
         # Images (batch, channels, *spatial): convolution, pooling, normalisation, resampling, blocks.
         _module("conv", _conv_source, _OUT_CHANNELS, Param("kernel", "int", high=3), Param("stride", "int", high=2),
                 Param("padding", "choice", ("0", "1", "same")), Param("dilation", "int", high=2),
@@ -513,8 +496,9 @@ LAYER_KINDS: dict[str, LayerKind] = {
                   accepts=lambda i: len(i.spatial) >= 2),
         _module("conv_block", lambda p, d: f"ConvBlock({p['dims']}, {d}, {p['out_channels']}, {p['groups']})",
                 _OUT_CHANNELS, Param("groups", "divisor"), _DIMS, out_features=lambda p, d: p["out_channels"],
-                helpers=(conv_class, ConvBlock), layout="channels", fit=_fit_conv_block, accepts=_more_than_one_value),
+                helpers=("conv_class", "ConvBlock"), layout="channels", fit=_fit_conv_block,
+                accepts=_more_than_one_value),
         _module("unet_block", lambda p, d: f"UNetBlock({p['dims']}, {d}, {p['hidden']})", _HIDDEN, _DIMS,
-                helpers=(conv_class, ConvBlock, UNetBlock), layout="channels", fit=_fit_unet_block),
+                helpers=("conv_class", "ConvBlock", "UNetBlock"), layout="channels", fit=_fit_unet_block),
     )
 }  # fmt: skip

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from fuzz import blocks
 from fuzz.layers import LAYER_KINDS
 from fuzz.spec import CheckpointSpec, NetSpec
 
@@ -60,7 +61,7 @@ class Example:
 
 def _helper_sources(spec: NetSpec) -> str:
     helpers = dict.fromkeys(helper for layer in spec.layers for helper in LAYER_KINDS[layer.kind].helpers)
-    return "".join("\n\n" + inspect.getsource(helper) for helper in helpers)
+    return "".join("\n\n" + inspect.getsource(getattr(blocks, helper)) for helper in helpers)
 
 
 def _applied(spec: NetSpec, index: int) -> str:

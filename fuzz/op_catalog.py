@@ -223,7 +223,9 @@ def _runs_eagerly(form: str, target: str, args: list, kwargs: dict, dtype: str) 
     from torch import nn
 
     params = {"form": form, "target": target, "args": args, "kwargs": kwargs}
-    namespace = {"torch": torch, "F": F, "nn": nn, **{helper.__name__: helper for helper in ops.HELPERS}}
+    from fuzz import blocks
+
+    namespace = {"torch": torch, "F": F, "nn": nn, **{name: getattr(blocks, name) for name in ops.HELPERS}}
     try:
         if form == "module":
             namespace["module"] = eval(ops.module_source(params), namespace)

@@ -7,6 +7,9 @@ nothing heavy (torch and thunder imported that early crashed later subprocess ru
 
 from __future__ import annotations
 
+import logging
+import warnings
+
 import pytest
 
 from fuzz.choices import CONVERTER_CHOICES, DEVICE_CHOICES, KNOWN_ISSUE_MODES
@@ -72,8 +75,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+# Said once per process at import, by every process, and true of every CPU machine: not worth a line each time.
+_IMPORT_NOISE = (
+    ("torch.utils.cpp_extension", "No CUDA runtime is found"),
+    ("thunder.executors.transformer_engineex", "transformer_engine module not found"),
+)
+# Repeated by thunder and torch on many examples: counted once each in the campaign summary (`fuzz.hooks`).
+_FILTERWARNINGS = ("ignore:torch.is_autocast_cpu_enabled:DeprecationWarning", "ignore::FutureWarning")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    _quiet(config)
     from fuzz import hooks
 
     config.pluginmanager.register(hooks, "ckpt-fuzz-hooks")
+
+
+def _quiet(config: pytest.Config) -> None:
+    """No import chatter; captured logs of a failure from WARNING up (thunder and dynamo log DEBUG records on every
+    example), wherever pytest runs (``--pyargs fuzz`` from any directory has no ini file) unless the user chose."""
+    for logger, message in _IMPORT_NOISE:
+        logging.getLogger(logger).addFilter(lambda record, message=message: message not in record.getMessage())
+        warnings.filterwarnings("ignore", message=message)
+    logging_on = config.pluginmanager.has_plugin("logging")  # off with -p no:logging: no such option then
+    if logging_on and config.getoption("log_level") is None and not config.getini("log_level"):
+        config.option.log_level = "WARNING"
+    for line in _FILTERWARNINGS:
+        config.addinivalue_line("filterwarnings", line)

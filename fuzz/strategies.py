@@ -74,7 +74,9 @@ def layer_specs(
     if op_calls and (not takers or draw(st.integers(0, 1))):
         call = draw(st.sampled_from(op_calls))
         return LayerSpec(call.kind, call.params)
-    kind = draw(st.sampled_from(takers))
+    # By name, in registry order: a kind added at the end of `LAYER_KINDS` leaves every saved choice naming the kind
+    # it named before (tests/test_strategies.py), so a fleet's year-old database entries keep their networks.
+    kind = LAYER_KINDS[draw(st.sampled_from([taker.name for taker in takers]))]
     drawn = {p.name: draw(_param_values(p, incoming.width, max_dim)) for p in kind.params}
     params = dict(kind.fit(drawn, incoming))
     frozen = _rarely(draw) and kind.trainable(params)  # drawn for every kind: shrinking is steadier

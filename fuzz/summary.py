@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from fuzz.run_folder import AB_RECORDS
@@ -92,6 +93,11 @@ class ItemResults:
         self.harness_errors: list[dict[str, str]] = []
         self.findings: list[str] = []  # items failed by thunder's failures (listed in the summary's failures)
         self.other_failed: list[str] = []  # failed items that are not the campaign's (self-tests)
+        self.warnings: Counter[str] = Counter()  # first line of each warning -> test items it was recorded in
+
+    def record_warning(self, message: str) -> None:
+        """Count a warning pytest recorded (thunder's and torch's repeat on many examples: listed once each)."""
+        self.warnings[message.strip().splitlines()[0][:300] if message.strip() else "(empty warning)"] += 1
 
     def record(self, nodeid: str, when: str, failed: bool, properties: dict[str, Any]) -> None:
         """Count one report of item ``nodeid`` (phase ``when``; its `item_properties` in ``properties``)."""
@@ -112,6 +118,7 @@ class ItemResults:
             "items_out_of_budget_before_first_example": self.out_of_budget_before_first_example,
             "harness_errors": self.harness_errors,
             "other_failed_tests": self.other_failed,
+            "warnings": dict(self.warnings.most_common()),
         }
 
     def result(self, exit_status: int, summary: dict[str, Any]) -> str:
@@ -220,12 +227,22 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         )
     if first := summary["first_failure"]:
         lines.append(f"first failure after {first['after_s']} s (example {first['example']})")
-    lines += [
-        f"FAILURE {f['id']} [{f['class']}, {f['triage']}, {_confirmed(f)}] shrunk after {f['shrunk_after_s']} s, "
-        f"found by {f['found_by_shards']} shard(s): {f['message']}\n"
-        f"    repro: {f['repro']}"
-        for f in summary["failures"]
-    ]
+    # Distinct networks often fail the same way (a crash's message, a class and triage): one entry each such bug.
+    same_bug: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for failure in summary["failures"]:
+        same_bug.setdefault((failure["class"], failure["triage"], failure["message"]), []).append(failure)
+    for (failure_class, triage, message), failures in same_bug.items():
+        f = failures[0]
+        lines.append(
+            f"FAILURE {f['id']} [{failure_class}, {triage}, {_confirmed(f)}] shrunk after {f['shrunk_after_s']} s, "
+            f"found by {sum(g['found_by_shards'] for g in failures)} shard(s): {message}\n    repro: {f['repro']}"
+            + (
+                f"\n    the same in {len(failures) - 1} other network(s): {', '.join(g['id'] for g in failures[1:])}"
+                if failures[1:]
+                else ""
+            )
+        )
+    lines += [f"warning, in {count} test item(s): {message}" for message, count in summary.get("warnings", {}).items()]
     lines += [f"HARNESS ERROR (ours, not thunder's) in {e['item']}: {e['error']}" for e in summary["harness_errors"]]
     lines.append(f"result: {summary['result']}")
     return lines

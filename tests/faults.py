@@ -15,7 +15,6 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import thunder.dynamo.splitter
 import torch
@@ -67,14 +66,17 @@ def _hang() -> None:
 def _once(op, disaster: Callable[[], None]):
     """``op``, except that the first call of the whole campaign (all processes) meets ``disaster``.
 
-    "First" is marked by the file $FUZZ_FAULT_MARKER, so the worker xdist starts next runs normally.
+    "First" is marked by the file $FUZZ_FAULT_MARKER, so the worker xdist starts next runs normally. The file is
+    created atomically (O_EXCL): both workers start with Hypothesis's simplest network, so both call ``op`` for the
+    first time at nearly the same moment, and a check-then-create let both meet the disaster (a flaky self-test).
     """
 
     def faulty(*args, **kwargs):
-        marker = Path(os.environ["FUZZ_FAULT_MARKER"])
-        if not marker.exists():
-            marker.touch()
-            disaster()
+        try:
+            os.close(os.open(os.environ["FUZZ_FAULT_MARKER"], os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return op(*args, **kwargs)
+        disaster()
         return op(*args, **kwargs)
 
     faulty.__name__ = f"faulty_{getattr(op, '__name__', 'op')}"

@@ -1,6 +1,7 @@
 """Bad input gets one clear line naming what was wrong and what to do."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,8 @@ import pytest
 
 import fuzz.compat
 from fuzz.known_issues import KNOWN_ISSUES
+from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
+from tests.campaign_runs import fault_everywhere
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,16 +68,74 @@ def test_incompatible_torch_thunder_pairs_are_named(monkeypatch, versions, expec
     assert reason is None if expected is None else expected in reason
 
 
-def test_known_issues_check_retests_every_registry_entry(tmp_path):
+CKPT_FUZZ = [sys.executable, "-m", "fuzz.cli"]  # what the `ckpt-fuzz` console script runs
+MINIMAL_TANH = NetSpec(features=1, layers=[LayerSpec("tanh")], checkpoints=[CheckpointSpec(0, 1)])
+
+
+def _ckpt_fuzz(*args: str, cwd: Path = ROOT, fault: str | None = None, timeout: float = 600):
+    env = {**os.environ, **(fault_everywhere(fault) if fault else {})}
+    return subprocess.run([*CKPT_FUZZ, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_the_spec_and_the_command_line_import_no_torch():
+    # A spec is plain data; `ckpt-fuzz --help` and `report` answer at once (torch and thunder take seconds to import).
+    code = "import sys, fuzz.spec, fuzz.layers, fuzz.cli, fuzz.html_report; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
+    for command in ("run", "check", "replay", "report", "known-issues"):
+        run = _ckpt_fuzz(command, "--help", timeout=60)
+        assert run.returncode == 0 and f"usage: ckpt-fuzz {command}" in run.stdout, run.stderr
+
+
+@pytest.mark.parametrize(
+    ("fault", "status", "verdict"),
+    [(None, 0, "PASS: thunderfx matches"), ("tanh-grad-x2", 1, "FAIL: gradient-divergence [checkpoint-specific]")],
+)
+def test_check_gives_the_verdict_with_the_exit_code_of_a_repro(tmp_path, fault, status, verdict):
+    (tmp_path / "spec.json").write_text(MINIMAL_TANH.to_json())
+    run = _ckpt_fuzz("check", str(tmp_path), "--device", "cpu", fault=fault)
+    assert run.returncode == status and run.stdout.startswith(verdict), run.stdout + run.stderr[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["check", "missing.json"], "ckpt-fuzz check: cannot read a spec from missing.json"),
+        (["check", "pyproject.toml"], "spec is not valid JSON"),
+        (["report", "--artifacts", "nowhere"], "ckpt-fuzz report: no run folder with a summary.json at nowhere/latest"),
+        (["replay", "20990101-000000-x", "--artifacts", "nowhere"], "no run under nowhere"),
+    ],
+)
+def test_a_command_that_cannot_run_says_why_in_one_line_and_exits_2(args, message):
+    run = _ckpt_fuzz(*args, timeout=120)
+    assert run.returncode == 2 and message in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+
+
+def test_run_then_replay_then_report_each_run_in_its_own_folder(tmp_path):
+    focus = ["--fuzz-layers", "tanh,relu", "--fuzz-dtypes", "float32", "--fuzz-shards", "1", "--fuzz-progress", "0"]
+    family = ["-k", "not decoder and not sweep and not known_issue"]
+    paths = ["--artifacts", str(tmp_path / "runs"), "--fuzz-database", str(tmp_path / "db")]
+    run = _ckpt_fuzz("run", "--minutes", "0.1", "-n", "0", "--device", "cpu", *paths, *focus, *family, cwd=tmp_path)
+    assert run.returncode == 0 and "result: passed: nothing failed" in run.stdout, run.stdout[-3000:]
+    (first,) = [path for path in (tmp_path / "runs").iterdir() if path.name != "latest"]
+    summary = json.loads((first / "summary.json").read_text())
+    assert summary["command"].startswith("ckpt-fuzz run --minutes 0.1") and summary["run_id"] == first.name
+    assert (first / "report.html").is_file() and f"report: {first / 'report.html'}" in run.stdout
+    before = {path: path.read_bytes() for path in first.rglob("*") if path.is_file()}
+    replay = _ckpt_fuzz("replay", "--artifacts", str(tmp_path / "runs"), *family, cwd=tmp_path)
+    assert replay.returncode == 0, replay.stdout[-3000:]
+    replayed = json.loads((tmp_path / "runs" / "latest" / "summary.json").read_text())
+    assert replayed["profile"] == "replay" and replayed["run_id"] != first.name
+    assert replayed["examples"] >= 1, "it replayed what the run saved in its database"
+    assert {path: path.read_bytes() for path in first.rglob("*") if path.is_file()} == before, "the run is untouched"
+    (first / "report.html").unlink()
+    report = _ckpt_fuzz("report", first.name, "--artifacts", str(tmp_path / "runs"), timeout=120)
+    assert report.returncode == 0 and report.stdout.strip() == str(first / "report.html"), report.stderr
+    assert (first / "report.html").is_file()
+
+
+def test_known_issues_retests_every_registry_entry(tmp_path):
     # The slow entries hit the short time limit, which is one of their registered failure classes.
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "fuzz/", "-q", "-p", "no:logging", "-k", "known_issue_still_reproduces",
-         "--known-issues", "check", "--fuzz-timeout", "5", "--fuzz-device", "cpu", "--fuzz-artifacts", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )  # fmt: skip
+    run = _ckpt_fuzz("known-issues", "--timeout", "5", "--device", "cpu", "--artifacts", str(tmp_path))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     checks = json.loads((tmp_path / "latest" / "summary.json").read_text())["known_issue_checks"]
     assert checks == {issue.id: "reproduces" for issue in KNOWN_ISSUES}

@@ -1,10 +1,12 @@
 """The strategies draw valid specs that round-trip through JSON and shrink toward the smallest network."""
 
+import contextlib
 import json
 from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, find, given, settings
+from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis.database import InMemoryExampleDatabase
 
 from fuzz.layers import LAYER_KINDS
 from fuzz.model_builder import build_example
@@ -161,3 +163,50 @@ def test_every_drawn_spec_builds_and_runs_eagerly_with_and_without_its_checkpoin
             run_reference(example)
 
     builds_and_runs()
+
+
+# The registry's order as of this test: kinds are only ever appended (fuzz/layers.py says why).
+_REGISTERED_ORDER = (
+    "linear relu tanh sigmoid gelu gelu_tanh silu elu leaky_relu softplus hardswish hardtanh mish selu softsign "
+    "logsigmoid layer_norm rms_norm mlp residual swiglu dropout attention transformer_block matmul gram "
+    "linear_relu_inplace linear_silu_inplace inplace_residual softmax log_softmax center sum_normalize sub_amax "
+    "batch_center masked_fill where sin gaussian rsqrt soft_abs abs clamp transpose_contiguous permute_contiguous "
+    "fold_transpose chunk_swap split_swap roll_slices narrow_swap op op_module decoder_block view_update "
+    "input_update buffer_update conv pool batch_norm group_norm instance_norm upsample pixel_shuffle channels_last "
+    "conv_block unet_block"
+).split()
+
+
+def test_layer_kinds_are_only_ever_appended():
+    assert list(LAYER_KINDS)[: len(_REGISTERED_ORDER)] == _REGISTERED_ORDER
+
+
+_SAVED_KINDS = ("linear", "relu", "tanh", "gelu", "layer_norm", "residual")
+
+
+@pytest.mark.parametrize("where", ["appended", "inserted first"])
+def test_a_saved_failure_replays_to_the_same_network_after_a_kind_is_added(monkeypatch, where):
+    database, seen = InMemoryExampleDatabase(), []
+
+    def two_layers_ending_in_tanh_fail(spec):
+        seen.append(spec)
+        assert not (len(spec.layers) >= 2 and spec.layers[-1].kind == "tanh")
+
+    def run(kinds, **options):
+        # The same function under both: the same database key, as a test keeps it across a change of the registry.
+        test = given(net_specs(device="cpu", kinds=kinds))(two_layers_ending_in_tanh_fail)
+        settings(database=database, suppress_health_check=list(HealthCheck), **options)(test)()
+
+    with pytest.raises(AssertionError):
+        run(_SAVED_KINDS, max_examples=500)
+    saved = seen[-1]  # Hypothesis's last call replays the shrunk failure it saved
+    seen.clear()
+    # A new kind that takes every input (relu's twin).
+    monkeypatch.setitem(LAYER_KINDS, "added_kind", replace(LAYER_KINDS["relu"], name="added_kind"))
+    kinds = (*_SAVED_KINDS, "added_kind") if where == "appended" else ("added_kind", *_SAVED_KINDS)
+    with contextlib.suppress(AssertionError):
+        run(kinds, phases=[Phase.reuse], max_examples=1)
+    if where == "appended":
+        assert seen and seen[0] == saved, (saved, seen)
+    else:  # the control: a kind put before the others shifts what each saved choice names, and this test sees it
+        assert seen and saved not in seen

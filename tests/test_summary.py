@@ -1,0 +1,40 @@
+"""The summary's text and data: each bug once, warnings counted once, the result line and the replay options."""
+
+from pathlib import Path
+
+from fuzz.campaign import CampaignConfig
+from fuzz.report import CampaignStats
+from fuzz.summary import ItemResults, build_summary, summary_lines
+
+
+def _failure(identifier: str, message: str) -> dict:
+    return {
+        "id": identifier,
+        "class": "thunder-crash",
+        "triage": "thunder-general",
+        "message": message,
+        "repro": f"/runs/r/{identifier}/repro.py",
+        "shrunk_after_s": 1.0,
+        "after_examples": 3,
+        "confirmed": True,
+        "confirmation": "reproduced",
+        "confirmation_seconds": 1.0,
+    }
+
+
+def test_networks_failing_the_same_way_are_one_entry_and_warnings_are_counted_once_each():
+    stats = CampaignStats()
+    stats.failures = [_failure("a", "RuntimeError: boom"), _failure("b", "RuntimeError: boom"), _failure("c", "other")]
+    stats.failures.append(_failure("a", "RuntimeError: boom"))  # a second shard shrank to the same network
+    items = ItemResults()
+    for _ in range(5):
+        items.record_warning("UserWarning: determinism_check is not supported in Thunder\nmore")
+    config = CampaignConfig(run_dir=Path("/runs/r"), run_id="r", command="ckpt-fuzz run", kinds=("tanh", "relu"))
+    summary = build_summary(config, stats, items, wall_s=10.0)
+    summary["result"] = items.result(1, summary)
+    lines = "\n".join(summary_lines(summary))
+    assert lines.count("FAILURE ") == 2 and "found by 3 shard(s): RuntimeError: boom" in lines
+    assert "the same in 1 other network(s): b" in lines
+    assert "warning, in 5 test item(s): UserWarning: determinism_check is not supported in Thunder" in lines
+    assert lines.startswith("run r: ckpt-fuzz run") and lines.endswith("result: failed: 3 failure(s)")
+    assert summary["replay_options"]["fuzz-layers"] == "tanh,relu" and summary["replay_options"]["fuzz-ops"] is None
