@@ -26,7 +26,7 @@ campaign: setup
 	$(VENV)/bin/ckpt-fuzz run --minutes $(MINUTES) -n $(JOBS) --device cpu
 
 replay: setup
-	$(VENV)/bin/ckpt-fuzz replay $(RUN)
+	$(VENV)/bin/ckpt-fuzz replay $(if $(RUN),--run $(RUN))
 
 report: setup
 	$(VENV)/bin/ckpt-fuzz report $(RUN)

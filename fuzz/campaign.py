@@ -110,6 +110,7 @@ class Campaign:
         self._outcomes: dict[str, tuple[Outcome, bool]] = {}  # spec JSON -> outcome, reproduced a known issue
         self._unshrunk: dict[str, Path] = {}
         self.items = ItemResults()  # the controller's record of how each test item ended
+        self.latest_problem: str | None = None  # why <root>/latest could not point at this run
 
     def set_items(self, items: int) -> None:
         """The campaign has ``items`` test items (all families' shards) to share the budget."""
@@ -402,7 +403,7 @@ class Campaign:
             self.config.run_dir.mkdir(parents=True, exist_ok=True)
             write_atomically(self.config.run_dir / "op_fallbacks.txt", fallback_report(summary["op_family"]))
         summary["result"] = self.items.result(exit_status, summary)
-        self.folder.write_summary(summary)
+        self.latest_problem = self.folder.write_summary(summary)
         return summary
 
 

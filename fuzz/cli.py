@@ -11,9 +11,9 @@ import argparse
 import json
 import os
 import shlex
-import subprocess
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from fuzz.choices import CONVERTER_CHOICES, DEVICE_CHOICES
 from fuzz.run_folder import SUMMARY, find_run
@@ -22,31 +22,33 @@ DEFAULT_ROOT = Path("fuzz-artifacts")
 COULD_NOT_RUN = 2
 
 
-def _pytest(arguments: list[str], command: list[str]) -> int:
-    """Run the campaign engine (pytest on this package's tests) with ``arguments``; its exit status."""
+def _pytest(arguments: list[str], command: list[str]) -> NoReturn:
+    """Become the campaign engine (pytest on this package's tests) with ``arguments``: exec, not a child process, so
+    Ctrl-C and SIGTERM reach pytest itself (it writes the summary of what was found) and its exit status is ours."""
     from fuzz.summary import COMMAND_VARIABLE
 
     env = {**os.environ, COMMAND_VARIABLE: shlex.join(["ckpt-fuzz", *command])}
     # pytest's warnings section lists each warning with every test item that raised it: the summary counts them.
     engine = [sys.executable, "-m", "pytest", "--pyargs", "fuzz", "-q", "--disable-warnings"]
-    return subprocess.call([*engine, *arguments], env=env)
+    sys.stdout.flush()
+    os.execve(sys.executable, [*engine, *arguments], env)
 
 
 def _run(args: argparse.Namespace, extra: list[str]) -> int:
     arguments = ["--hypothesis-profile", args.profile, "--fuzz-device", args.device, "--converter", args.converter]
     arguments += ["--fuzz-artifacts", str(args.artifacts)]
-    arguments += ["-n", str(args.jobs)] if args.jobs else ["-p", "no:xdist"]
-    if args.minutes is not None:
-        arguments += ["--fuzz-minutes", str(args.minutes)]
+    arguments += ["-n", str(args.jobs)] if args.jobs else []
+    arguments += ["--fuzz-minutes", str(args.minutes)]
     return _pytest([*arguments, *extra], args.argv)
 
 
 def _replay(args: argparse.Namespace, extra: list[str]) -> int:
     """Replay what a run's database holds, with the generator options of that run (they decide what entries mean)."""
     summary = json.loads((find_run(args.artifacts, args.run) / SUMMARY).read_text())
+    # (RUN is an option: a positional would take the value of a pytest option passed through, e.g. -k's.)
     if (options := summary.get("replay_options")) is None:
         raise FileNotFoundError(f"run {summary.get('run_id')} records no options to replay with (an older run)")
-    arguments = ["--hypothesis-profile", "replay", "--fuzz-artifacts", str(args.artifacts), "-p", "no:xdist"]
+    arguments = ["--hypothesis-profile", "replay", "--fuzz-artifacts", str(args.artifacts)]
     arguments += [item for name, value in options.items() if value is not None for item in (f"--{name}", str(value))]
     return _pytest([*arguments, *extra], args.argv)
 
@@ -65,9 +67,17 @@ def _check(args: argparse.Namespace, extra: list[str]) -> int:
 
     from fuzz.campaign import resolve_device
     from fuzz.harness import check_spec
+    from fuzz.runner import executor_names, use_executors
 
-    spec = replace(spec, device=resolve_device(args.device)) if args.device != "auto" else spec
-    outcome = check_spec(spec, converter=args.converter, timeout_s=args.timeout)
+    try:
+        device = resolve_device(args.device)
+        use_executors(executor_names("auto", device))  # as a campaign on this device runs it
+        outcome = check_spec(replace(spec, device=device), converter=args.converter, timeout_s=args.timeout)
+    except Exception as error:  # eager itself failed, or no such device: no verdict on thunder
+        print(
+            f"COULD NOT RUN: {type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+        )
+        return COULD_NOT_RUN
     if not outcome.valid:
         print(f"COULD NOT JUDGE: {outcome.invalid_reason}")
         return COULD_NOT_RUN
@@ -87,7 +97,7 @@ def _report(args: argparse.Namespace, extra: list[str]) -> int:
 
 def _known_issues(args: argparse.Namespace, extra: list[str]) -> int:
     """Re-test every registry entry's spec on the installed thunder (the engine's ``--known-issues check``)."""
-    arguments = ["-k", "known_issue_still_reproduces", "--known-issues", "check", "-p", "no:xdist"]
+    arguments = ["-k", "known_issue_still_reproduces", "--known-issues", "check"]
     arguments += ["--fuzz-timeout", str(args.timeout), "--fuzz-device", args.device]
     arguments += ["--fuzz-artifacts", str(args.artifacts), "--fuzz-progress", "0"]
     return _pytest([*arguments, *extra], args.argv)
@@ -114,7 +124,7 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="(default: %(default)s)")
 
     run = command("run", _run, "a campaign: writes ARTIFACTS/<run-id>/ (summary.json, report.html, failures)")
-    run.add_argument("--minutes", type=float, default=None, help="budget for new examples (default: the profile's)")
+    run.add_argument("--minutes", type=float, default=5.0, help="budget for new examples (%(default)s)")
     run.add_argument("-n", "--jobs", type=int, default=2, help="xdist worker processes; 0: one process (%(default)s)")
     run.add_argument("--profile", default="nightly", help="Hypothesis profile: ci, dev, nightly, replay (%(default)s)")
     run.add_argument("--converter", default="fixed", choices=CONVERTER_CHOICES, help="(default: %(default)s)")
@@ -125,10 +135,10 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("spec", type=Path, help="a spec.json, or a failure folder holding one")
     check.add_argument("--converter", default="fixed", choices=CONVERTER_CHOICES, help="(default: %(default)s)")
     check.add_argument("--timeout", type=float, default=120.0, help="seconds thunderfx may take (%(default)s)")
-    device(check)
+    check.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="run it there (default: %(default)s)")
 
     replay = command("replay", _replay, "re-run what a run's example database holds, with that run's options")
-    replay.add_argument("run", nargs="?", help="a run id under ARTIFACTS or a run folder (default: the latest)")
+    replay.add_argument("--run", help="a run id under ARTIFACTS or a run folder (default: the latest)")
     artifacts(replay)
 
     report = command("report", _report, "render a run's report.html again; prints its path")

@@ -113,12 +113,26 @@ def _raised_by_our_code_in_thunder(error: BaseException) -> traceback.FrameSumma
     return frames[-1] if frames and Path(frames[-1].filename) == _OUR_CODE_IN_THUNDER else None
 
 
+def _drop_inductor_code_caches() -> None:
+    """Forget inductor's in-memory compiled code after a time-out.
+
+    A limit that ran out inside inductor (after the alarm's grace, `fuzz.runner.time_limit`) leaves its C++ build
+    thread running; our next dynamo reset clears the timing dict that thread writes to, and the build's
+    ``KeyError: 'compile_file'`` stays in the code cache: every later network using that kernel "crashed" (seen on
+    a loaded machine in the dead-worker self-test, as a thunder-crash no fresh interpreter reproduced).
+    """
+    import torch._inductor.utils
+
+    torch._inductor.utils.clear_caches()
+
+
 def _run_thunder(example, converter: str, timeout_s: float | None) -> ThunderRun:
     limit = TimeLimit(timeout_s)
     try:
         with use_converter(converter), time_limit(timeout_s) as limit:
             result, report = run_thunderfx(example)
     except Deadline as deadline:
+        _drop_inductor_code_caches()
         return None, None, ExampleTimeout(str(deadline))
     except HarnessError:
         raise
@@ -126,6 +140,7 @@ def _run_thunder(example, converter: str, timeout_s: float | None) -> ThunderRun
         if interrupted():  # the run is being stopped; thunder's interpreter wrapped the KeyboardInterrupt
             raise KeyboardInterrupt("interrupted while thunder ran") from error
         if limit.expired:  # thunder's interpreter re-raised our Deadline as an error of its own
+            _drop_inductor_code_caches()
             return None, None, ExampleTimeout(f"exceeded the per-example time limit of {timeout_s:g} s")
         if frame := _raised_by_our_code_in_thunder(error):
             raise HarnessError.of(error, frame.name) from error

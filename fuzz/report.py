@@ -370,9 +370,9 @@ class CampaignStats:
                 for layer in spec.layers[ckpt.start : ckpt.stop]:
                     name = layer.params["op"] if "op" in layer.params else layer.kind
                     self.checkpoint_grid[f"{name}\t{ckpt.api}\t{spec.dtype}"][0 if outcome.compiled else 1] += 1
-        if outcome.failure is None or outcome.discrepancy:  # a crash has no error to count
+        # Both against the float64 reference (a random network has none; a crash has no error to count).
+        if outcome.eager_error is not None and (outcome.failure is None or outcome.discrepancy):
             self.error_decades[f"{spec.dtype}\tthunder\t{_decade(outcome.discrepancy)}"] += 1
-        if outcome.eager_error is not None:
             self.error_decades[f"{spec.dtype}\teager\t{_decade(outcome.eager_error)}"] += 1
 
     def record_final_failure(
@@ -390,7 +390,7 @@ class CampaignStats:
                 "class": failure.failure_class,
                 "triage": failure.triage,
                 "message": str(failure).splitlines()[0] if str(failure) else "",
-                "repro": str(directory / "repro.py"),
+                "repro": str(directory.resolve() / "repro.py"),  # absolute: the report links it from anywhere
                 "shrunk_after_s": round(elapsed_s, 2),
                 "after_examples": self.examples,
                 "confirmed": None if confirmation is None else confirmation.confirmed,

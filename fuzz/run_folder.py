@@ -115,16 +115,24 @@ class RunFolder:
         with open(self.path / AB_RECORDS, "a") as records:
             records.write(json.dumps(record) + "\n")
 
-    def write_summary(self, summary: dict[str, Any]) -> None:
-        """Write ``summary.json`` and point ``<root>/latest`` at this run."""
+    def write_summary(self, summary: dict[str, Any]) -> str | None:
+        """Write ``summary.json``, point ``<root>/latest`` at this run; returns why ``latest`` could not be, if so."""
         self.path.mkdir(parents=True, exist_ok=True)
         write_atomically(self.summary_path, json.dumps(summary, indent=2) + "\n")
-        self.point_latest_here()
+        return self.point_latest_here()
 
-    def point_latest_here(self) -> None:
-        """Make ``<root>/latest`` a relative link to this run (replaced atomically: concurrent runs never break it)."""
+    def point_latest_here(self) -> str | None:
+        """Make ``<root>/latest`` a relative link to this run (replaced atomically: concurrent runs never break it).
+
+        Returns why it could not (``latest`` is a real folder, or the file system has no symbolic links), else None:
+        the run and its summary are written either way.
+        """
         latest = self.path.parent / LATEST
         link = latest.with_name(f".{LATEST}.{os.getpid()}")
-        link.unlink(missing_ok=True)
-        link.symlink_to(self.path.name)
-        os.replace(link, latest)
+        try:
+            link.unlink(missing_ok=True)
+            link.symlink_to(self.path.name)
+            os.replace(link, latest)
+        except OSError as error:
+            return f"{latest} not pointed at this run: {error}"
+        return None

@@ -67,6 +67,9 @@ def replay_options(config) -> dict[str, Any]:
         "fuzz-device": config.device,
         "converter": config.converter,
         "fuzz-timeout": config.timeout_s,
+        # `check` draws checkpoint options the other modes do not (slow known issues): other choices, other networks.
+        "known-issues": config.known_issues,
+        "fuzz-executors": ",".join(config.executors) or "auto",
     }
 
 

@@ -185,7 +185,7 @@ _SAVED_KINDS = ("linear", "relu", "tanh", "gelu", "layer_norm", "residual")
 
 
 @pytest.mark.parametrize("where", ["appended", "inserted first"])
-def test_a_saved_failure_replays_to_the_same_network_after_a_kind_is_added(monkeypatch, where):
+def test_a_saved_failure_replays_to_the_same_network_after_a_kind_is_added(where):
     database, seen = InMemoryExampleDatabase(), []
 
     def two_layers_ending_in_tanh_fail(spec):
@@ -201,12 +201,19 @@ def test_a_saved_failure_replays_to_the_same_network_after_a_kind_is_added(monke
         run(_SAVED_KINDS, max_examples=500)
     saved = seen[-1]  # Hypothesis's last call replays the shrunk failure it saved
     seen.clear()
-    # A new kind that takes every input (relu's twin).
-    monkeypatch.setitem(LAYER_KINDS, "added_kind", replace(LAYER_KINDS["relu"], name="added_kind"))
-    kinds = (*_SAVED_KINDS, "added_kind") if where == "appended" else ("added_kind", *_SAVED_KINDS)
-    with contextlib.suppress(AssertionError):
-        run(kinds, phases=[Phase.reuse], max_examples=1)
+    # A new kind that takes every input (relu's twin), put into the registry itself.
+    added = replace(LAYER_KINDS["relu"], name="added_kind")
+    registry = dict(LAYER_KINDS)
+    new_order = {**registry, added.name: added} if where == "appended" else {added.name: added, **registry}
+    LAYER_KINDS.clear()
+    LAYER_KINDS.update(new_order)
+    try:
+        with contextlib.suppress(AssertionError):
+            run((*_SAVED_KINDS, added.name), phases=[Phase.reuse], max_examples=1)
+    finally:
+        LAYER_KINDS.clear()
+        LAYER_KINDS.update(registry)
     if where == "appended":
         assert seen and seen[0] == saved, (saved, seen)
-    else:  # the control: a kind put before the others shifts what each saved choice names, and this test sees it
+    else:  # the control: a kind inserted before the others shifts what each saved choice names; this test sees it
         assert seen and saved not in seen
