@@ -36,7 +36,7 @@ known-issues: setup
 
 test: setup
 	$(PY) -m ruff check .
-	$(PY) -m pytest tests/ fuzz/ -n $(JOBS) --dist loadfile --hypothesis-profile ci --fuzz-device cpu -q -ra; rc=$$?; \
+	$(PY) -m pytest tests/ fuzz/ -n $(JOBS) --dist loadfile --hypothesis-profile ci --fuzz-device cpu -q -ra --durations=12; rc=$$?; \
 		if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
 lint: setup

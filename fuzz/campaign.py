@@ -110,6 +110,7 @@ class Campaign:
         self._outcomes: dict[str, tuple[Outcome, bool]] = {}  # spec JSON -> outcome, reproduced a known issue
         self._unshrunk: dict[str, Path] = {}
         self.items = ItemResults()  # the controller's record of how each test item ended
+        self._progress_examples = 0  # examples of the last progress line
         self.latest_problem: str | None = None  # why <root>/latest could not point at this run
 
     def set_items(self, items: int) -> None:
@@ -376,10 +377,12 @@ class Campaign:
         self._stats_written = time.monotonic()
 
     def progress_line(self) -> str | None:
-        """One line on the campaign so far (all processes), or None before any example."""
+        """One line on the campaign so far (all processes); None before any example and while no new one ran (the
+        campaign's shards are done while self-tests run on: no line repeating the same counts)."""
         merged = self.folder.merged_stats()
-        if merged is None or not merged.examples:
+        if merged is None or merged.examples == self._progress_examples:
             return None
+        self._progress_examples = merged.examples
         wall = time.time() - self.started
         failures = sum(merged.failing_examples.values())
         return (

@@ -47,3 +47,16 @@ def test_while_shrinking_a_step_far_slower_than_the_failure_is_rejected_not_repo
     slow, _ = campaign._outcome(_tanh(features=4), ())
     assert time.monotonic() - start < limit + 20
     assert not slow.valid and slow.invalid_reason == "over the time limit while shrinking" and slow.failure is None
+
+
+def test_a_progress_line_only_when_examples_ran_since_the_last_one(tmp_path):
+    campaign = Campaign(CampaignConfig(run_dir=tmp_path))
+    assert campaign.progress_line() is None  # nothing ran yet
+    campaign.start_item()
+    campaign._outcome(_tanh(), ())
+    campaign.write_worker_stats()
+    assert "1 examples" in campaign.progress_line()
+    assert campaign.progress_line() is None  # the shards are done while other tests run: no repeated line
+    campaign._outcome(_tanh(2), ())
+    campaign.write_worker_stats()
+    assert "2 examples" in campaign.progress_line()
