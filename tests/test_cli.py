@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
         (["--fuzz-layers", "linear,conv2d"], "--fuzz-layers: unknown conv2d; choose from linear, relu"),
         (["--fuzz-dtypes", "float8"], "--fuzz-dtypes: unknown float8; choose from float32, float64, bfloat16, float16"),
         (["--known-issues", "skip"], "argument --known-issues: invalid choice: 'skip'"),
+        (["--fuzz-run-id", "latest"], "--fuzz-run-id 'latest': a run id is one folder name"),
         (["--fuzz-executors", "nvfusr"], "--fuzz-executors: nvfusr not installed; this thunder has python, torch"),
     ],
 )
