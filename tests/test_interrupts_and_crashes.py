@@ -6,6 +6,7 @@ tests/test_fault_detection.py.
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -71,6 +72,11 @@ def test_a_dead_worker_is_reported_and_the_campaign_goes_on(tmp_path, fault):
     assert hung == (fault == "tanh-hang-once"), crashes[0]["message"]
     spec = NetSpec.from_json((Path(crashes[0]["repro"]).parent / "spec.json").read_text())
     assert "tanh" in [layer.kind for layer in spec.layers]  # (thunder's splitter calls ops outside checkpoints too)
-    # The other shards ran to their budget: 3 passed, and the campaign's examples kept counting.
-    assert "1 failed, 3 passed" in run.stdout, run.stdout[-2000:]
+    # The other shards ran to their budget and the campaign's examples kept counting. On a loaded machine (seen at
+    # load 3 on 2 cores) an example can run over the limit twice: a `timeout`, the harness working as designed, which
+    # fails its shard too. Nothing else may fail.
+    others = [f for f in summary["failures"] if f["class"] != "worker-crash"]
+    assert all(f["class"] == "timeout" for f in others), others
+    failed, passed = map(int, re.search(r"(\d+) failed, (\d+) passed", run.stdout).groups())
+    assert failed + passed == 4 and 1 <= failed <= 1 + len(others), run.stdout[-2000:]
     assert summary["examples"] > 10
