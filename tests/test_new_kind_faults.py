@@ -64,8 +64,12 @@ def test_a_fault_in_a_new_kind_is_found_and_shrunk_to_that_layer(tmp_path, fault
     )
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
     summary = json.loads((tmp_path / "artifacts" / "latest" / "summary.json").read_text())
-    (failure,) = summary["failures"]
-    assert (failure["class"], failure["triage"]) == signature, failure
+    # The fault's failure; a campaign may also meet a real thunder bug of these kinds on the way (seen: a
+    # view_update through narrow, then relu, crashes thunderfx with "element 0 of tensors does not require grad",
+    # fault or not), reported in its own class.
+    found = [f for f in summary["failures"] if (f["class"], f["triage"]) == signature]
+    assert len(found) == 1, summary["failures"]
+    (failure,) = found
     spec = NetSpec.from_json((tmp_path / "artifacts" / "latest" / failure["id"] / "spec.json").read_text())
     print(
         f"{fault}: detected after {summary['first_failure']['after_s']} s, shrunk after {failure['shrunk_after_s']} s "
