@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.run_folder import SUMMARY, write_atomically
+from fuzz.summary import confirmation_text
 
 REPORT = "report.html"
 _GRID_ROWS = 40  # the most-run layer kinds and ops in the coverage picture
@@ -80,7 +81,7 @@ def _failures(summary: dict[str, Any], run_dir: Path) -> str:
     rows = [
         '<tr class="failure">'
         f"<td><b>{_e(f['id'])}</b><br>{_e(f['class'])}, {_e(f['triage'])}</td>"
-        f"<td>{_e(f['message'])}<br><i>{_e(_confirmation(f))}</i></td>"
+        f"<td>{_e(f['message'])}<br><i>{_e(confirmation_text(f))}</i></td>"
         f"<td>{_network(Path(f['repro']).parent / 'spec.json')}</td>"
         f'<td><a href="{_e(_link(Path(f["repro"]), run_dir))}">repro.py</a></td></tr>'
         for f in failures
@@ -92,12 +93,6 @@ def _failures(summary: dict[str, Any], run_dir: Path) -> str:
     ]
     header = "<tr><th>failure</th><th>message</th><th>minimal network</th><th>repro</th></tr>"
     return f"<h2>Failures ({len(failures)})</h2><table>{header}{''.join(rows)}</table>"
-
-
-def _confirmation(failure: dict[str, Any]) -> str:
-    if failure["confirmed"] is None:
-        return failure["confirmation"]
-    return "confirmed in a fresh interpreter" if failure["confirmed"] else f"NOT CONFIRMED: {failure['confirmation']}"
 
 
 def _link(path: Path, run_dir: Path) -> str:

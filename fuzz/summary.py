@@ -169,7 +169,7 @@ def _is_finding(error: BaseException) -> bool:
     return isinstance(error, ParityFailure | KnownIssueFixed)
 
 
-def _confirmed(failure: dict[str, Any]) -> str:
+def confirmation_text(failure: dict[str, Any]) -> str:
     """A failure's confirmation, in a few words."""
     if failure["confirmed"] is None:
         return failure["confirmation"]
@@ -237,7 +237,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     for (failure_class, triage, message), failures in same_bug.items():
         f = failures[0]
         lines.append(
-            f"FAILURE {f['id']} [{failure_class}, {triage}, {_confirmed(f)}] shrunk after {f['shrunk_after_s']} s, "
+            f"FAILURE {f['id']} [{failure_class}, {triage}, {confirmation_text(f)}] "
+            f"shrunk after {f['shrunk_after_s']} s, "
             f"found by {sum(g['found_by_shards'] for g in failures)} shard(s): {message}\n    repro: {f['repro']}"
             + (
                 f"\n    the same in {len(failures) - 1} other network(s): {', '.join(g['id'] for g in failures[1:])}"
