@@ -1,6 +1,7 @@
 """The op family: read from thunder's OpInfos, every call runs eagerly, and a one-argument fault is found and shrunk."""
 
 import json
+import random
 import time
 
 import pytest
@@ -8,7 +9,7 @@ import torch
 from hypothesis import HealthCheck, find, given, settings
 
 from fuzz.model_builder import build_example, network_source
-from fuzz.op_catalog import catalog
+from fuzz.op_catalog import _build_catalog, catalog
 from fuzz.runner import run_eager
 from fuzz.spec import DTYPES, LayerSpec, NetSpec
 from fuzz.strategies import net_specs
@@ -32,6 +33,23 @@ def test_the_catalog_is_read_from_thunders_opinfos_and_names_what_it_leaves_out(
     assert set(found.mapped_differentiable) <= set(found.ops) | set(found.excluded)
     assert {"leaky_relu", "conv2d", "layer_norm", "scatter_add", "interpolate", "cross_entropy"} <= set(found.ops)
     assert {call.form for call in found.calls} == {"function", "method", "inplace", "module"}
+
+
+def test_the_catalog_holds_the_same_literals_whatever_ran_before_it():
+    """OpInfo samples are random: a catalog built after other work (another worker, another machine, a fleet
+    job) must still decode a saved choice sequence to the same network, and leave the caller's generators alone."""
+    from thunder.tests.opinfos import opinfos
+
+    some = [o for o in opinfos if o.name in {"abs", "masked_fill", "scatter", "layer_norm", "where"}]
+    built = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        random.seed(seed)
+        before = torch.get_rng_state(), random.getstate()
+        built.append(_build_catalog(some))
+        assert torch.equal(torch.get_rng_state(), before[0]) and random.getstate() == before[1]
+    assert built[0] == built[1] and len(built[0].calls) > 10
+    assert any(isinstance(a, dict) and "low" in a for call in built[0].calls for a in call.args)
 
 
 def test_every_op_call_builds_and_runs_eagerly_in_every_dtype_it_lists():
