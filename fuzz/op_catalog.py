@@ -323,42 +323,35 @@ def _build_catalog(opinfos: Sequence[Any] | None = None) -> Catalog:
     excluded: dict[str, str] = {}
     for opinfo in opinfos:
         with _seeded_samples(opinfo.name):
-            _add_op(opinfo, callables, calls, mapped, excluded)
+            reference = getattr(opinfo.torch_reference, "__name__", None)
+            names = [n for n in (reference, opinfo.name, opinfo.name.removeprefix("torch_")) if n in callables]
+            if not names or opinfo.name in mapped:
+                continue
+            targets = callables[names[0]]
+            try:
+                if not _differentiable(opinfo):
+                    continue
+            except Exception as error:
+                excluded[opinfo.name] = f"its sample generator failed: {type(error).__name__}"
+                continue
+            mapped.append(opinfo.name)
+            if opinfo.name in _RANDOM_OPS:
+                excluded[opinfo.name] = _RANDOM_OPS[opinfo.name]
+                continue
+            variants, reason = _variants(opinfo)
+            module = _module_class(names[0])
+            failures: list[str] = []
+            dtypes = _op_dtypes(opinfo) or set(DTYPES)
+            for number, (args, kwargs) in enumerate(variants):
+                for form, target, form_args, form_kwargs in _forms(targets, module, args, kwargs):
+                    results = {d: _runs_eagerly(form, target, form_args, form_kwargs, d) for d in DTYPES if d in dtypes}
+                    passing = tuple(d for d, failure in results.items() if failure is None)
+                    failures += [failure for failure in results.values() if failure]
+                    if "float64" in passing:  # the float64 reference run of every dtype needs it
+                        calls.append(OpCall(opinfo.name, form, target, form_args, form_kwargs, passing, number))
+            if not any(call.op == opinfo.name for call in calls):
+                excluded[opinfo.name] = reason or f"no variant runs eagerly through the layer: {failures[:1]}"
     return Catalog(tuple(calls), tuple(mapped), excluded, _versions())
-
-
-def _add_op(
-    opinfo: Any, callables: dict[str, dict[str, str]], calls: list[OpCall], mapped: list[str], excluded: dict[str, str]
-) -> None:
-    """Add ``opinfo``'s drawable calls to ``calls``, or the reason it has none to ``excluded``."""
-    reference = getattr(opinfo.torch_reference, "__name__", None)
-    names = [n for n in (reference, opinfo.name, opinfo.name.removeprefix("torch_")) if n in callables]
-    if not names or opinfo.name in mapped:
-        return
-    targets = callables[names[0]]
-    try:
-        if not _differentiable(opinfo):
-            return
-    except Exception as error:
-        excluded[opinfo.name] = f"its sample generator failed: {type(error).__name__}"
-        return
-    mapped.append(opinfo.name)
-    if opinfo.name in _RANDOM_OPS:
-        excluded[opinfo.name] = _RANDOM_OPS[opinfo.name]
-        return
-    variants, reason = _variants(opinfo)
-    module = _module_class(names[0])
-    failures: list[str] = []
-    dtypes = _op_dtypes(opinfo) or set(DTYPES)
-    for number, (args, kwargs) in enumerate(variants):
-        for form, target, form_args, form_kwargs in _forms(targets, module, args, kwargs):
-            results = {d: _runs_eagerly(form, target, form_args, form_kwargs, d) for d in DTYPES if d in dtypes}
-            passing = tuple(d for d, failure in results.items() if failure is None)
-            failures += [failure for failure in results.values() if failure]
-            if "float64" in passing:  # the float64 reference run of every dtype needs it
-                calls.append(OpCall(opinfo.name, form, target, form_args, form_kwargs, passing, number))
-    if not any(call.op == opinfo.name for call in calls):
-        excluded[opinfo.name] = reason or f"no variant runs eagerly through the layer: {failures[:1]}"
 
 
 def _versions() -> dict[str, str]:
