@@ -311,14 +311,6 @@ KNOWN_ISSUES += (
         ),
     ),
     _layer_issue(
-        "silu-bfloat16-grad-low",
-        "thunderfx's bfloat16 silu gradient is systematically low (at x = 6: 1.0 where eager gives 1.0156 and the "
-        "exact value is 1.0123; at x = 2: 1.0859, eager 1.0938, exact 1.0908): ReLU -> SwiGLU(8, 5) gives an fc_1 "
-        "weight gradient 1.06% below float64 where eager is 0.06% off; right in float32 (accuracy, thunder-general)",
-        ("accuracy",),
-        lambda spec, i: spec.dtype == "bfloat16" and _applies_silu(spec.layers[i]),
-    ),
-    _layer_issue(
         "gelu-after-op-bfloat16-inaccurate",
         "a bfloat16 GELU that follows another op (log_softmax -> gelu, 52 features) loses precision under "
         "thunderfx: outputs of -0 where float64 gives -0.0026 (2 of 52 elements; 17x eager's error), while a "

@@ -52,6 +52,19 @@ def test_a_low_precision_systematic_scale_inside_elementwise_noise_fails():
     assert float(message.split("~ ")[1].split(" ")[0]) == pytest.approx(1.01, abs=1e-3)
 
 
+def test_a_systematic_scale_within_the_drift_of_eager_on_nudged_copies_passes():
+    # Eager's own factor on one example can happen to be nearly exact where its drift on the same network with
+    # inputs moved by an ulp is larger: thunder is judged against the drift eager shows over the nudged copies.
+    reference = _tensor(torch.float64)
+    eager = reference.to(torch.bfloat16)
+    thunder = (reference * 1.01).to(torch.bfloat16)
+    nudged_like_eager = [((reference * factor).to(torch.bfloat16), reference) for factor in (0.998, 1.015, 1.004)]
+    assert mismatch(thunder, eager, reference, 2.0, 0.0, nudged_like_eager) is None
+    nudged_exact = [((reference * factor).to(torch.bfloat16), reference) for factor in (0.999, 1.001)]
+    message = mismatch(thunder, eager, reference, 2.0, 0.0, nudged_exact)
+    assert message.startswith("systematic scale error") and "nudged copies drift up to" in message
+
+
 def test_a_low_precision_threshold_flip_passes_but_two_percent_of_elements_do_not():
     reference = _tensor(torch.float64, 2).flatten()
     eager = reference.to(torch.bfloat16)
