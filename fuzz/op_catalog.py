@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from fuzz import ops
+from fuzz.cache import cache_root
 from fuzz.spec import DTYPES
 
-CACHE_ENVIRONMENT_VARIABLE = "FUZZ_CACHE_DIR"
 MAX_VARIANTS = 6  # argument variants per op, simplest first: the sweep runs each in every form
 _MAX_INDEX_VALUES = 512  # integer tensors larger than this are not written out as literals
 _FLOAT_DIGITS = 4
@@ -366,8 +366,7 @@ def _cache_path() -> Path:
     opinfos = Path(find_spec("thunder").submodule_search_locations[0]) / "tests" / "opinfos.py"
     key = [Path(ops.__file__).read_text(), Path(__file__).read_text(), DTYPES, _versions(), opinfos.stat().st_mtime]
     digest = hashlib.sha1(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    root = os.environ.get(CACHE_ENVIRONMENT_VARIABLE) or Path.home() / ".cache" / "ckpt-parity-fuzz"
-    return Path(root) / f"op-catalog-{digest}.json"
+    return cache_root() / f"op-catalog-{digest}.json"
 
 
 def _to_dict(catalog: Catalog) -> dict[str, Any]:
