@@ -4,9 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 MINUTES ?= 5
 JOBS ?= 2
+THUNDER ?= pinned
 
-.PHONY: setup campaign replay report known-issues test lint benchmark
+.PHONY: setup campaign nightly replay report known-issues test lint benchmark
 setup: $(VENV)/.installed
+	@$(PY) -m fuzz.thunder_versions use $(THUNDER)
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	@command -v redis-server >/dev/null && command -v chromium >/dev/null || { \
@@ -24,6 +26,13 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 campaign: setup
 	$(VENV)/bin/ckpt-fuzz run --minutes $(MINUTES) -n $(JOBS) --device cpu
+
+# The nightly job: the registry re-checked on the newest thunder nightly, then a campaign on it (NIGHTLY_MINUTES,
+# default 8 h); exits non-zero when either failed, after both ran.
+nightly: setup
+	$(VENV)/bin/ckpt-fuzz known-issues --thunder nightly; k=$$?; \
+	$(VENV)/bin/ckpt-fuzz run --thunder nightly --minutes $(or $(NIGHTLY_MINUTES),480) -n $(JOBS); r=$$?; \
+	exit $$(( k > r ? k : r ))
 
 replay: setup
 	$(VENV)/bin/ckpt-fuzz replay $(if $(RUN),--run $(RUN))

@@ -21,7 +21,7 @@ from hypothesis.control import current_build_context
 from fuzz.choices import DEVICE_CHOICES
 from fuzz.coverage import traits
 from fuzz.harness import Outcome, check_spec
-from fuzz.known_issues import KnownIssue, known_issues_for
+from fuzz.known_issues import KnownIssue, installed_thunder, known_issues_for
 from fuzz.oracle import ExampleTimeout, ParityFailure, WorkerCrash
 from fuzz.reduce import reduce_spec, valid
 from fuzz.report import (
@@ -317,11 +317,12 @@ class Campaign:
         record = {"spec_sha1": spec_digest(outcome.spec), "dtype": outcome.spec.dtype, **outcome.converter_ab.to_dict()}
         self.folder.append_ab_record(record)
 
-    def record_known_issue_check(self, issue: KnownIssue, outcome: Outcome) -> bool:
-        """Count a re-test of ``issue``'s registered spec; returns whether it still reproduces."""
-        reproduced = issue.reproduced_by(outcome.failure)
-        self.stats.known_issue_checks[issue.id] = "reproduces" if reproduced else "no longer reproduces"
-        return reproduced
+    def record_known_issue_check(self, issue: KnownIssue, outcome: Outcome) -> tuple[str, bool]:
+        """Count a re-test of ``issue``'s registered spec on the installed thunder; returns its verdict and whether
+        that is what the entry's version record expects (`KnownIssue.status`)."""
+        verdict, as_expected = issue.status(issue.reproduced_by(outcome.failure), installed_thunder())
+        self.stats.known_issue_checks[issue.id] = verdict
+        return verdict, as_expected
 
     def on_failure(self, spec: NetSpec, failure: ParityFailure) -> str:
         """Write the failure's artifacts; returns its repro source.

@@ -2,7 +2,9 @@
 
 Exit codes: ``run``, ``replay`` and ``known-issues`` exit as pytest does (0 nothing failed, 1 something
 failed, 2 interrupted, 4 a bad option); ``check`` as a repro.py (0 thunderfx matches, 1 it fails, 2 could not
-run); ``report`` 0, or 2 when the run is not there.
+run); ``report`` 0, or 2 when the run is not there; ``bisect`` 0 once its table is printed, 2 when it could
+not run. ``--thunder VERSION`` (run, check, replay, known-issues) runs the command on that thunder, installed
+into its own cached folder over the venv's torch: a version, ``nightly`` (the newest), ``release`` or ``pinned``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from fuzz.run_folder import SUMMARY, find_run
 
 DEFAULT_ROOT = Path("fuzz-artifacts")
 COULD_NOT_RUN = 2
+THUNDER_VARIABLE = "CKPT_FUZZ_THUNDER"  # set once the process runs on the thunder --thunder asked for
 
 
 def _pytest(arguments: list[str], command: list[str]) -> NoReturn:
@@ -103,6 +106,56 @@ def _known_issues(args: argparse.Namespace, extra: list[str]) -> int:
     return _pytest([*arguments, *extra], args.argv)
 
 
+def _bisect(args: argparse.Namespace, extra: list[str]) -> int:
+    """A failure's repro.py over the thunder versions in range: the table, and where the result changes."""
+    from datetime import date
+
+    from packaging.version import Version
+
+    from fuzz.known_issues import KNOWN_ISSUES_DIR, VERSIONS_FILE
+    from fuzz.thunder_versions import available, is_nightly, resolve
+    from fuzz.version_bisect import REPRODUCES, bisect, found_on, run_repro, table
+
+    folder = Path(args.target) if Path(args.target).is_dir() else KNOWN_ISSUES_DIR / args.target
+    repro = folder / "repro.py"
+    if not repro.exists():
+        raise FileNotFoundError(f"{args.target} is neither a failure folder holding repro.py nor a known-issue id")
+    if args.record and folder.parent != KNOWN_ISSUES_DIR:
+        raise FileNotFoundError(f"--record writes a known issue's {VERSIONS_FILE}: {args.target} is not one")
+    versions = available()
+    oldest, newest = Version(resolve(args.oldest, versions)), Version(resolve(args.newest, versions))
+    candidates = [
+        v for v in versions if oldest <= Version(v) <= newest and (is_nightly(v) or not Version(v).is_prerelease)
+    ]
+    if args.versions:
+        candidates = sorted({resolve(v.strip(), versions) for v in args.versions.split(",")}, key=Version)
+    anchors = [candidates[0], found_on(repro) or candidates[-1], candidates[-1]]
+    print(
+        f"bisecting {repro} over {len(candidates)} thunder versions ({candidates[0]} .. {candidates[-1]})", flush=True
+    )
+
+    def run(version: str):
+        trial = run_repro(repro, version, args.timeout)
+        print(f"  {version}: {trial.result} in {trial.seconds:.1f} s", flush=True)
+        return trial
+
+    trials, boundaries = bisect(candidates, anchors, run)
+    print("\n".join(table(trials)))
+    print("\n".join(boundary.describe() for boundary in boundaries) or f"no change: {trials[0].result} throughout")
+    if args.record:
+        reproduces = [t.version for t in trials if t.result == REPRODUCES]
+        fixes = [b.after.version for b in boundaries if b.after.result != REPRODUCES]
+        record = {
+            "reproduces_on": reproduces,
+            "fixed_in": fixes[-1] if fixes and reproduces and Version(fixes[-1]) > Version(reproduces[-1]) else None,
+            "checked": {t.version: t.result for t in trials},
+            "checked_on": date.today().isoformat(),
+        }
+        (folder / VERSIONS_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        print(f"recorded in {folder / VERSIONS_FILE}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ckpt-fuzz",
@@ -123,6 +176,12 @@ def _parser() -> argparse.ArgumentParser:
     def device(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="(default: %(default)s)")
 
+    def thunder(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument(
+            "--thunder",
+            help="run on this lightning-thunder: a version, nightly, release or pinned (default: the venv's)",
+        )
+
     run = command("run", _run, "a campaign: writes ARTIFACTS/<run-id>/ (summary.json, report.html, failures)")
     run.add_argument("--minutes", type=float, default=5.0, help="budget for new examples (%(default)s)")
     run.add_argument("-n", "--jobs", type=int, default=2, help="xdist worker processes; 0: one process (%(default)s)")
@@ -130,16 +189,19 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--converter", default="fixed", choices=CONVERTER_CHOICES, help="(default: %(default)s)")
     artifacts(run)
     device(run)
+    thunder(run)
 
     check = command("check", _check, "one spec: eager vs thunderfx; exit 0 match, 1 failure, 2 could not run")
     check.add_argument("spec", type=Path, help="a spec.json, or a failure folder holding one")
     check.add_argument("--converter", default="fixed", choices=CONVERTER_CHOICES, help="(default: %(default)s)")
     check.add_argument("--timeout", type=float, default=120.0, help="seconds thunderfx may take (%(default)s)")
     check.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="run it there (default: %(default)s)")
+    thunder(check)
 
     replay = command("replay", _replay, "re-run what a run's example database holds, with that run's options")
     replay.add_argument("--run", help="a run id under ARTIFACTS or a run folder (default: the latest)")
     artifacts(replay)
+    thunder(replay)
 
     report = command("report", _report, "render a run's report.html again; prints its path")
     report.add_argument("run", nargs="?", help="a run id under ARTIFACTS or a run folder (default: the latest)")
@@ -149,7 +211,28 @@ def _parser() -> argparse.ArgumentParser:
     known.add_argument("--timeout", type=float, default=30.0, help="seconds per entry under thunderfx (%(default)s)")
     artifacts(known)
     device(known)
+    thunder(known)
+
+    bisect = command("bisect", _bisect, "run a repro.py over thunder versions; prints where its result changes")
+    bisect.add_argument("target", help="a failure folder holding repro.py, or a known-issue id")
+    bisect.add_argument("--from", dest="oldest", default="0.2.5", help="oldest version to try (%(default)s)")
+    bisect.add_argument("--to", dest="newest", default="nightly", help="newest version to try (%(default)s)")
+    bisect.add_argument("--versions", help="exactly these versions, comma-separated (instead of --from/--to)")
+    bisect.add_argument("--timeout", type=float, default=900.0, help="seconds per version (%(default)s)")
+    bisect.add_argument("--record", action="store_true", help="write the result to the known issue's versions.json")
     return parser
+
+
+def _on_thunder(request: str, argv: list[str]) -> NoReturn:
+    """Run this same command again in a fresh interpreter on the thunder ``request`` names (installed and probed
+    first; `VersionError` before any example runs when it cannot be)."""
+    from fuzz.thunder_versions import prepare
+
+    thunder = prepare(request)
+    print(f"ckpt-fuzz: on lightning-thunder {thunder.version}" + (f" from {thunder.folder}" if thunder.folder else ""))
+    env = thunder.environment({**os.environ, THUNDER_VARIABLE: request})
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "fuzz.cli", *argv], env)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,9 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv
     if extra and args.command in ("check", "report"):
         parser.error(f"{args.command}: unrecognized arguments: {' '.join(extra)}")
+    from fuzz.thunder_versions import VersionError
+
     try:
+        if getattr(args, "thunder", None) and os.environ.get(THUNDER_VARIABLE) != args.thunder:
+            _on_thunder(args.thunder, argv)
         return args.handler(args, extra)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, VersionError) as error:
         print(f"ckpt-fuzz {args.command}: {error}", file=sys.stderr)
         return COULD_NOT_RUN
 

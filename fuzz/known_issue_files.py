@@ -8,16 +8,14 @@ first re-runs each entry that is not slow and records its failure and triage ane
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import fuzz.oracle
 from fuzz.harness import check_spec
-from fuzz.known_issues import KNOWN_ISSUES
+from fuzz.known_issues import KNOWN_ISSUES, KNOWN_ISSUES_DIR
 from fuzz.oracle import ParityFailure, Triage, with_triage
 from fuzz.report import repro_source, write_failure
 from fuzz.spec import NetSpec
 
-KNOWN_ISSUES_DIR = Path(__file__).resolve().parent.parent / "known_issues"
 _TRIAGES = {cls.label: cls for cls in Triage.__subclasses__()}
 
 

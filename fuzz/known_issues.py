@@ -3,13 +3,21 @@
 The ``ci`` profile skips specs an entry matches. Every other profile still runs them (unless the
 entry is ``slow``) and counts, per entry, whether the failure still reproduces, so a thunder fix
 shows up in the summary.
-Each entry's shrunk spec and repro.py live in ``known_issues/<id>/``.
+Each entry's shrunk spec and repro.py live in ``known_issues/<id>/``, with ``versions.json``: the thunder
+versions it was last seen to reproduce on and the first version found fixed (``ckpt-fuzz bisect --record``).
+An entry is expected only on thunder versions before its fix.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cache
+from importlib.metadata import version
+from pathlib import Path
+
+from packaging.version import Version
 
 from fuzz.layers import LAYER_KINDS
 from fuzz.oracle import ParityFailure
@@ -17,15 +25,24 @@ from fuzz.reduce import without_layers
 from fuzz.spec import LayerSpec, NetSpec
 
 LayerTrigger = Callable[[NetSpec, int], bool]
+KNOWN_ISSUES_DIR = Path(__file__).resolve().parent.parent / "known_issues"
+VERSIONS_FILE = "versions.json"
 
 
-class KnownIssueFixed(AssertionError):
-    """A registered known issue no longer reproduces on the installed thunder (a finding, not a harness error)."""
+@cache
+def installed_thunder() -> str:
+    """The version of the lightning-thunder this process imports."""
+    return version("lightning-thunder")
+
+
+class KnownIssueChanged(AssertionError):
+    """A registered known issue no longer reproduces on the installed thunder, or reproduces on a version its record
+    says is fixed (a finding, not a harness error)."""
 
 
 @dataclass(frozen=True)
 class KnownIssue:
-    """A failure thunder 0.2.6 is known to show on every spec ``applies`` accepts."""
+    """A failure thunder is known to show on every spec ``applies`` accepts (on versions before its fix)."""
 
     id: str
     description: str
@@ -38,9 +55,32 @@ class KnownIssue:
     # skipped in every profile; its registered spec is what tells whether it still reproduces.
     slow: bool = False
 
+    def versions(self) -> dict:
+        """The entry's version record: {"reproduces_on": [versions], "fixed_in": version or None}."""
+        path = KNOWN_ISSUES_DIR / self.id / VERSIONS_FILE
+        recorded = json.loads(path.read_text()) if path.exists() else {}
+        return {"reproduces_on": recorded.get("reproduces_on", []), "fixed_in": recorded.get("fixed_in")}
+
+    def expected_on(self, thunder: str) -> bool:
+        """Whether the issue is expected on thunder version ``thunder``: it is not at or after its recorded fix."""
+        fixed_in = self.versions()["fixed_in"]
+        return fixed_in is None or Version(thunder) < Version(fixed_in)
+
     def reproduced_by(self, failure: ParityFailure | None) -> bool:
         """Whether ``failure`` is this issue showing (a failure of one of its classes)."""
         return failure is not None and failure.failure_class in self.failure_classes
+
+    def status(self, reproduced: bool, thunder: str) -> tuple[str, bool]:
+        """The verdict of a re-test of the entry on thunder version ``thunder`` that ``reproduced`` it or not, and
+        whether that is what the record expects."""
+        fixed_in = self.versions()["fixed_in"]
+        if self.expected_on(thunder):
+            return ("reproduces", True) if reproduced else ("no longer reproduces", False)
+        return (
+            (f"reproduces again (recorded fixed in {fixed_in})", False)
+            if reproduced
+            else (f"fixed in {fixed_in}", True)
+        )
 
 
 def _layer_issue(
@@ -511,5 +551,6 @@ def _ints(literal: object) -> list[int]:
 
 
 def known_issues_for(spec: NetSpec) -> list[KnownIssue]:
-    """The known issues whose predicate accepts ``spec``."""
-    return [issue for issue in KNOWN_ISSUES if issue.applies(spec)]
+    """The known issues whose predicate accepts ``spec`` and that are expected on the installed thunder (a failure
+    of an entry fixed in this version is a regression, reported as new)."""
+    return [issue for issue in KNOWN_ISSUES if issue.applies(spec) and issue.expected_on(installed_thunder())]

@@ -126,13 +126,17 @@ class ItemResults:
 
     def result(self, exit_status: int, summary: dict[str, Any]) -> str:
         """One line that agrees with pytest's ``exit_status`` and names what made the run fail."""
-        fixed = [issue for issue, verdict in summary["known_issue_checks"].items() if verdict != "reproduces"]
+        changed = [  # verdicts of `KnownIssue.status` other than the two its version record expects
+            issue
+            for issue, verdict in summary["known_issue_checks"].items()
+            if verdict != "reproduces" and not verdict.startswith("fixed in ")
+        ]
         reasons = [
             f"{len(items)} {what}"
             for items, what in (
                 (summary["failures"], "failure(s)"),
                 (self.harness_errors, "harness error(s)"),
-                (fixed, "known issue(s) no longer reproducing"),
+                (changed, "known issue(s) whose status changed"),
                 (self.other_failed, "other failed test(s)"),
             )
             if items
@@ -161,12 +165,12 @@ def item_properties(error: BaseException | None, out_of_budget: bool) -> list[tu
 
 def _is_finding(error: BaseException) -> bool:
     """A failure of thunder's (or a known issue it fixed), as opposed to one of the harness."""
-    from fuzz.known_issues import KnownIssueFixed
+    from fuzz.known_issues import KnownIssueChanged
     from fuzz.oracle import ParityFailure
 
     if isinstance(error, BaseExceptionGroup):  # Hypothesis reports several distinct bugs as a group
         return all(_is_finding(e) for e in error.exceptions)
-    return isinstance(error, ParityFailure | KnownIssueFixed)
+    return isinstance(error, ParityFailure | KnownIssueChanged)
 
 
 def confirmation_text(failure: dict[str, Any]) -> str:

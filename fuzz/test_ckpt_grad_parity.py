@@ -17,7 +17,7 @@ from fuzz.campaign import Campaign
 from fuzz.decoder import checkpointing_thunderfx_spec, decoder_specs
 from fuzz.harness import check_spec
 from fuzz.known_issue_files import recorded_spec
-from fuzz.known_issues import KNOWN_ISSUES, KnownIssue, KnownIssueFixed
+from fuzz.known_issues import KNOWN_ISSUES, KnownIssue, KnownIssueChanged, installed_thunder
 from fuzz.spec import NetSpec
 
 if sys.version_info < (3, 11):  # Hypothesis's own dependency there
@@ -71,13 +71,16 @@ def test_decoder_ckpt_grad_parity(shard: int, spec: NetSpec, campaign: Campaign)
 
 @pytest.mark.parametrize("issue", KNOWN_ISSUES, ids=lambda issue: issue.id)
 def test_known_issue_still_reproduces(issue: KnownIssue, campaign: Campaign) -> None:
-    """With ``--known-issues check``: re-test the entry's registered spec; fails once thunder fixed it."""
+    """With ``--known-issues check``: re-test the entry's registered spec; fails once thunder fixed it (or when it
+    reproduces on a version its record says is fixed)."""
     if campaign.config.known_issues != "check":
         pytest.skip("re-tests the known-issue registry with --known-issues check")
     spec = replace(recorded_spec(issue.id), device=campaign.config.device)
     outcome = check_spec(spec, converter=campaign.config.converter, timeout_s=campaign.config.timeout_s)
-    if not campaign.record_known_issue_check(issue, outcome):
-        raise KnownIssueFixed(
-            f"known issue {issue.id} no longer reproduces ({outcome.failure or 'thunderfx matches'}): "
-            "remove its entry from fuzz/known_issues.py and known_issues/"
+    verdict, as_expected = campaign.record_known_issue_check(issue, outcome)
+    if not as_expected:
+        raise KnownIssueChanged(
+            f"known issue {issue.id} {verdict} on thunder {installed_thunder()} "
+            f"({outcome.failure or 'thunderfx matches'}): record the version range with "
+            f"`ckpt-fuzz bisect {issue.id} --record`"
         )

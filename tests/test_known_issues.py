@@ -4,25 +4,27 @@ import pytest
 
 from fuzz.harness import check_spec
 from fuzz.known_issue_files import KNOWN_ISSUES_DIR, expected_repro, recorded_failure, recorded_spec
-from fuzz.known_issues import KNOWN_ISSUES, known_issues_for
+from fuzz.known_issues import KNOWN_ISSUES, installed_thunder, known_issues_for
 from fuzz.reduce import valid
 
 
 @pytest.mark.parametrize("issue", KNOWN_ISSUES, ids=lambda issue: issue.id)
 def test_known_issue_has_a_matching_spec_and_a_current_standalone_repro(issue):
-    assert issue in known_issues_for(recorded_spec(issue.id))
+    assert issue.applies(recorded_spec(issue.id))
     repro = (KNOWN_ISSUES_DIR / issue.id / "repro.py").read_text()
     assert "import fuzz" not in repro and "from fuzz" not in repro
     assert repro == expected_repro(issue.id), "stale repro: run `python -m fuzz.known_issue_files`"
 
 
 @pytest.mark.parametrize("issue", [i for i in KNOWN_ISSUES if not i.slow], ids=lambda issue: issue.id)
-def test_known_issue_still_reproduces_on_the_installed_thunder(issue):
-    # When this fails, thunder fixed the bug: remove the entry (and its folder) from the registry.
+def test_known_issue_is_as_its_version_record_expects_on_the_installed_thunder(issue):
+    # When this fails, thunder fixed the bug (or it came back after its recorded fix): record the version range
+    # with `ckpt-fuzz bisect ID --record`.
     outcome = check_spec(recorded_spec(issue.id))
-    assert issue.reproduced_by(outcome.failure)
-    # The triage (checkpoint-specific or thunder-general) is re-derived from thunder, not copied.
-    assert outcome.failure.triage == recorded_failure(issue.id).triage
+    verdict, as_expected = issue.status(issue.reproduced_by(outcome.failure), installed_thunder())
+    assert as_expected, verdict
+    if outcome.failure is not None:  # the triage (checkpoint-specific or thunder-general) is re-derived, not copied
+        assert outcome.failure.triage == recorded_failure(issue.id).triage
 
 
 @pytest.mark.parametrize("issue", KNOWN_ISSUES, ids=lambda issue: issue.id)
