@@ -1,6 +1,7 @@
-"""A fuzz campaign's configuration, time budget and per-example bookkeeping, independent of pytest.
+"""A fuzz campaign's per-example bookkeeping, independent of pytest: run, judge, count, write failures.
 
-Where its files go: `fuzz.run_folder`; what its summary says: `fuzz.summary`.
+Its options: `fuzz.config`; its time budget: `fuzz.budget`; where its files go: `fuzz.run_folder`; what its
+summary says: `fuzz.summary`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import shutil
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,8 @@ from hypothesis import event, reject, target
 from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 
-from fuzz.choices import DEVICE_CHOICES
+from fuzz.budget import ItemBudget
+from fuzz.config import CampaignConfig
 from fuzz.coverage import traits
 from fuzz.harness import Outcome, check_spec
 from fuzz.known_issues import KnownIssue, installed_thunder, known_issues_for
@@ -41,21 +43,6 @@ from fuzz.sweep import CI_SWEEP_CASES, fallback_report, op_family_summary, sweep
 
 _STATS_EVERY_S = 10.0
 _REMEMBERED_OUTCOMES = 512  # per item; outcomes hold no tensors
-_SHRINKING_TIMEOUT_FLOOR_S = 30.0
-_SHRINKING_TIMEOUT_FACTOR = 4.0
-
-
-def resolve_device(requested: str) -> str:
-    """``auto`` -> ``cuda`` when available else ``cpu``; raises ValueError for an unusable request."""
-    import torch
-
-    if requested not in DEVICE_CHOICES:
-        raise ValueError(f"--fuzz-device {requested!r} is not one of {', '.join(DEVICE_CHOICES)}")
-    if requested == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--fuzz-device cuda: no CUDA device is available here; use --fuzz-device cpu or auto")
-    return requested
 
 
 # Wall-clock bound on the spec-level reduction of each final failure (each check compiles it twice: the network,
@@ -64,36 +51,9 @@ def resolve_device(requested: str) -> str:
 REDUCE_SECONDS = 60.0
 
 
-@dataclass
-class CampaignConfig:
-    """What the user chose on the command line (device already resolved)."""
-
-    device: str = "cpu"
-    converter: str = "fixed"
-    run_dir: Path = Path("fuzz-artifacts/run")  # this run's folder (`fuzz.run_folder`)
-    run_id: str = "run"
-    database: str = ""  # where the example database is (a directory or redis://...)
-    command: str = ""  # the command line that started the run, as the summary records it
-    minutes: float | None = None
-    timeout_s: float | None = 120.0
-    shards: int = 8
-    profile: str = "dev"
-    kinds: tuple[str, ...] | None = None
-    dtypes: tuple[str, ...] | None = None
-    ops: tuple[str, ...] | None = None  # the op family's ops (default: every drawable one)
-    known_issues: str = "xfail"
-    seed: int = 0  # generation seed of shard i is seed + i (recorded in the summary to re-run a night)
-    executors: tuple[str, ...] = ()  # thunder's default executors, by name (empty: thunder's own defaults)
-    confirm: bool = True  # re-run each final failure's repro.py in a fresh interpreter before reporting it
-
-
 class Campaign:
-    """Bookkeeping of the examples one process runs, the budget for new ones, and failure artifacts.
-
-    The wall-clock budget (``minutes``) is split evenly over the campaign's test items (shards
-    of each family, see `set_items`), ``items / workers`` of which each process runs, so one
-    process or an xdist fleet ends near the budget.
-    """
+    """Bookkeeping of the examples one process runs, the budget for new ones (`fuzz.budget.ItemBudget`), and
+    failure artifacts."""
 
     def __init__(self, config: CampaignConfig, workers: int = 1, worker: str = "main") -> None:
         self.config = config
@@ -102,37 +62,18 @@ class Campaign:
         self.stats = CampaignStats()
         self.started = time.time()
         self._stats_written = 0.0
-        self._workers = workers
-        self.set_items(config.shards)
-        self._item_deadline = float("inf")
-        self._item_failures: list[Outcome] = []  # this item's unexpected failures
-        self._item_validity = [0, 0]  # this item's examples: valid, invalid
+        self.budget = ItemBudget(config.minutes, workers, config.timeout_s)
+        self.budget.set_items(config.shards)
         self._outcomes: dict[str, tuple[Outcome, bool]] = {}  # spec JSON -> outcome, reproduced a known issue
         self._unshrunk: dict[str, Path] = {}
         self.items = ItemResults()  # the controller's record of how each test item ended
         self._progress_examples = 0  # examples of the last progress line
         self.latest_problem: str | None = None  # why <root>/latest could not point at this run
 
-    def set_items(self, items: int) -> None:
-        """The campaign has ``items`` test items (all families' shards) to share the budget."""
-        minutes = self.config.minutes
-        self._item_budget_s = None if minutes is None or not items else 60 * minutes * self._workers / items
-
     def start_item(self) -> None:
-        """A new test item (shard) starts: it gets its share of the budget."""
-        self._item_failures.clear()
-        self._item_validity = [0, 0]
+        """A new test item (shard) starts: its share of the budget, nothing remembered from the last one."""
+        self.budget.start_item()
         self._outcomes.clear()
-        if self._item_budget_s is not None:
-            self._item_deadline = time.monotonic() + self._item_budget_s
-
-    def item_found_only_invalid_networks(self) -> bool:
-        """The current item ran examples and every one of them was invalid (a harness that rejects everything)."""
-        return self._item_validity[1] > 0 and not self._item_validity[0]
-
-    def may_generate(self) -> bool:
-        """False once the current item's budget is spent, unless it has found a failure (its shrinking goes on)."""
-        return bool(self._item_failures) or time.monotonic() < self._item_deadline
 
     def run_example(self, spec: NetSpec) -> ParityFailure | None:
         """The harness's whole path for one drawn spec inside a Hypothesis test: run, judge, count.
@@ -147,7 +88,7 @@ class Campaign:
             event(f"skipped, known issue: {', '.join(issue.id for issue in known)}")
             reject()
         outcome, reproduced = self._outcome(spec, known)
-        self._item_validity[not outcome.valid] += 1
+        self.budget.count(outcome)
         if not outcome.valid:
             event(f"invalid: {outcome.invalid_reason}")
             reject()
@@ -180,7 +121,7 @@ class Campaign:
         if (seen := self._outcomes.get(key)) is not None:
             self.stats.repeats += 1
             return seen
-        timeout_s = self._shrinking_timeout_s()
+        timeout_s = self.budget.example_timeout_s()
         with self._in_flight(spec):
             # While shrinking, a time-out only rejects the step: no second run to confirm it.
             shrinking = timeout_s != self.config.timeout_s
@@ -193,22 +134,11 @@ class Campaign:
         if outcome.failure is not None:
             _release_frames(outcome.failure)  # kept in memory: keep no tensors alive through its tracebacks
             if not reproduced:
-                self._item_failures.append(outcome)
+                self.budget.failures.append(outcome)
         if len(self._outcomes) >= _REMEMBERED_OUTCOMES:
             del self._outcomes[next(iter(self._outcomes))]
         self._outcomes[key] = outcome, reproduced
         return outcome, reproduced
-
-    def _shrinking_timeout_s(self) -> float | None:
-        """The per-example limit: once the item found a failure (not a timeout), a few times its slowest failure.
-
-        A shrinking step far slower than the failure being shrunk is a different behaviour (thunder's
-        slow error paths take minutes); paying the full limit on each such step would stall shrinking.
-        """
-        limit, failures = self.config.timeout_s, self._item_failures
-        if not failures or any(isinstance(o.failure, ExampleTimeout) for o in failures) or limit is None:
-            return limit
-        return min(limit, max(_SHRINKING_TIMEOUT_FLOOR_S, _SHRINKING_TIMEOUT_FACTOR * max(o.seconds for o in failures)))
 
     def _in_flight(self, spec: NetSpec) -> contextlib.AbstractContextManager[None]:
         """Record ``spec`` as the one this process is running, for `record_worker_crash` should it die."""
@@ -262,7 +192,7 @@ class Campaign:
         """Run one sweep case under the full time limit, count it, and write its failure at once (no shrinking:
         a sweep case is one op in one checkpoint already). Returns the failure, or None when it passed, was
         not run (out of budget, or a known issue excluded) or reproduced a known issue."""
-        if time.monotonic() >= self._item_deadline:
+        if self.budget.spent():
             return None
         known = known_issues_for(spec)
         if self._skipped_as_known(known):
@@ -309,7 +239,7 @@ class Campaign:
         if not valid(stripped):  # taking the trigger out broke the network: no evidence either way
             return False
         with self._in_flight(stripped):
-            outcome = check_spec(stripped, converter=self.config.converter, timeout_s=self._shrinking_timeout_s())
+            outcome = check_spec(stripped, converter=self.config.converter, timeout_s=self.budget.example_timeout_s())
         return outcome.valid and outcome.failure is None
 
     def _record_converter_ab(self, outcome: Outcome) -> None:

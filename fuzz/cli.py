@@ -68,7 +68,7 @@ def _check(args: argparse.Namespace, extra: list[str]) -> int:
         return COULD_NOT_RUN
     from dataclasses import replace
 
-    from fuzz.campaign import resolve_device
+    from fuzz.config import resolve_device
     from fuzz.harness import check_spec
     from fuzz.runner import executor_names, use_executors
 

@@ -15,8 +15,9 @@ from hypothesis import seed, settings
 from hypothesis.errors import Unsatisfiable
 
 import fuzz.fix
-from fuzz.campaign import Campaign, CampaignConfig, resolve_device
+from fuzz.campaign import Campaign
 from fuzz.compat import incompatibility
+from fuzz.config import CampaignConfig, resolve_device
 from fuzz.database import DatabaseError, default_location, open_database
 from fuzz.html_report import write_report
 from fuzz.layers import LAYER_KINDS
@@ -215,7 +216,7 @@ def _shard(item: pytest.Item) -> int | None:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The budget is shared by the campaign's items that were selected (one family, or both)."""
-    session.config.stash[CAMPAIGN].set_items(sum(_shard(item) is not None for item in session.items))
+    session.config.stash[CAMPAIGN].budget.set_items(sum(_shard(item) is not None for item in session.items))
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -244,7 +245,7 @@ def pytest_runtest_call(item: pytest.Item):
         return (yield)
     except Unsatisfiable:
         campaign = item.config.stash[CAMPAIGN]
-        if _shard(item) is None or campaign.may_generate() or campaign.item_found_only_invalid_networks():
+        if _shard(item) is None or campaign.budget.may_generate() or campaign.budget.found_only_invalid_networks():
             raise
         item.stash[OUT_OF_BUDGET] = True
         return None

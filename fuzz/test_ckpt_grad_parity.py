@@ -27,7 +27,7 @@ SEED_NETWORK = checkpointing_thunderfx_spec("cpu")
 
 
 def _end_if_out_of_budget(campaign: Campaign) -> None:
-    if not campaign.may_generate():
+    if not campaign.budget.may_generate():
         # Out of budget: end this call before drawing anything. An overrun (unlike reject()) leaves
         # Hypothesis's record of what was drawn consistent, and costs microseconds, not a draw.
         current_build_context().data.mark_overrun()

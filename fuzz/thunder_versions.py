@@ -158,8 +158,13 @@ def install(version: str) -> ThunderVersion:
             raise VersionError(f"could not install {PACKAGE}=={version}: {_last_line(installed)}")
         (target / ".date").write_text(_wheel_date(found[0]))
         (target / ".ready").touch()
-        shutil.rmtree(folder, ignore_errors=True)  # a half-installed folder from an interrupted set-up
-        os.replace(target, folder)
+        if not (folder / ".ready").exists():  # else another process installed it meanwhile: keep theirs
+            shutil.rmtree(folder, ignore_errors=True)  # a half-installed folder from an interrupted set-up
+            try:
+                os.replace(target, folder)
+            except OSError:
+                if not (folder / ".ready").exists():
+                    raise
     return ThunderVersion(version, folder)
 
 

@@ -5,8 +5,9 @@ import time
 import torch
 from thunder.dynamo.utils import _torch_to_thunder_function_map
 
-import fuzz.campaign
-from fuzz.campaign import Campaign, CampaignConfig
+import fuzz.budget
+from fuzz.campaign import Campaign
+from fuzz.config import CampaignConfig
 from fuzz.oracle import GradientDivergence
 from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
 from tests.faults import busy, injected
@@ -28,14 +29,14 @@ def test_a_network_the_shard_already_ran_is_answered_from_memory(tmp_path):
 
 
 def test_while_shrinking_a_step_far_slower_than_the_failure_is_rejected_not_reported(tmp_path, monkeypatch):
-    monkeypatch.setattr(fuzz.campaign, "_SHRINKING_TIMEOUT_FLOOR_S", 2.0)
+    monkeypatch.setattr(fuzz.budget, "SHRINKING_TIMEOUT_FLOOR_S", 2.0)
     campaign = Campaign(CampaignConfig(run_dir=tmp_path, timeout_s=60))
     campaign.start_item()
-    assert campaign._shrinking_timeout_s() == 60
+    assert campaign.budget.example_timeout_s() == 60
     with injected("tanh-grad-x2"):
         failing, _ = campaign._outcome(_tanh(), ())
     assert isinstance(failing.failure, GradientDivergence)
-    limit = campaign._shrinking_timeout_s()
+    limit = campaign.budget.example_timeout_s()
     assert limit == max(2.0, 4 * failing.seconds) < 60
 
     def hangs(a):

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from fuzz.campaign import CampaignConfig
+from fuzz.config import CampaignConfig
 from fuzz.report import CampaignStats
 from fuzz.summary import ItemResults, build_summary, summary_lines
 

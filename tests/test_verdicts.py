@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import fuzz.runner
-from fuzz.campaign import Campaign, CampaignConfig
+from fuzz.campaign import Campaign
+from fuzz.config import CampaignConfig
 from fuzz.harness import check_spec
 from fuzz.known_issues import known_issues_for
 from fuzz.oracle import AccuracyGap, GradientDivergence, HarnessError, ThunderCrash, judge

@@ -32,7 +32,8 @@ import torch
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from fuzz.campaign import Campaign, CampaignConfig
+from fuzz.campaign import Campaign
+from fuzz.config import CampaignConfig
 from fuzz.fix import use_converter
 from fuzz.layers import LAYER_KINDS
 from fuzz.model_builder import build_example

@@ -16,7 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fuzz.campaign import Campaign, CampaignConfig
+from fuzz.campaign import Campaign
+from fuzz.config import CampaignConfig
 from fuzz.fix import use_converter
 from tools.benchmark import harness_pass
 
