@@ -2,9 +2,10 @@
 
 Exit codes: ``run``, ``replay`` and ``known-issues`` exit as pytest does (0 nothing failed, 1 something
 failed, 2 interrupted, 4 a bad option); ``check`` as a repro.py (0 thunderfx matches, 1 it fails, 2 could not
-run); ``report`` 0, or 2 when the run is not there; ``bisect`` 0 once its table is printed, 2 when it could
-not run. ``--thunder VERSION`` (run, check, replay, known-issues) runs the command on that thunder, installed
-into its own cached folder over the venv's torch: a version, ``nightly`` (the newest), ``release`` or ``pinned``.
+run); ``report`` 0, or 2 when the run is not there; ``bisect`` 0 once its table is printed, 2 when the repro
+ran on no version. ``--thunder VERSION`` (run, check, replay, known-issues) runs the command on that thunder,
+installed into its own cached folder over the venv's torch: a version, ``nightly`` (the newest), ``release`` or
+``pinned``.
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def _bisect(args: argparse.Namespace, extra: list[str]) -> int:
 
     from fuzz.known_issues import KNOWN_ISSUES_DIR, VERSIONS_FILE
     from fuzz.thunder_versions import available, is_nightly, resolve
-    from fuzz.version_bisect import REPRODUCES, bisect, found_on, run_repro, table
+    from fuzz.version_bisect import ERROR, REPRODUCES, bisect, found_on, run_repro, table
 
     folder = Path(args.target) if Path(args.target).is_dir() else KNOWN_ISSUES_DIR / args.target
     repro = folder / "repro.py"
@@ -141,7 +142,11 @@ def _bisect(args: argparse.Namespace, extra: list[str]) -> int:
 
     trials, boundaries = bisect(candidates, anchors, run)
     print("\n".join(table(trials)))
-    print("\n".join(boundary.describe() for boundary in boundaries) or f"no change: {trials[0].result} throughout")
+    results = {t.result for t in trials if t.result != ERROR}
+    if not results:
+        print("the repro could not run on any version tried")
+        return COULD_NOT_RUN
+    print("\n".join(b.describe() for b in boundaries) or f"no change: {results.pop()} on every version that ran")
     if args.record:
         reproduces = [t.version for t in trials if t.result == REPRODUCES]
         fixes = [b.after.version for b in boundaries if b.after.result != REPRODUCES]
