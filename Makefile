@@ -30,7 +30,7 @@ campaign: setup
 # The nightly job: the registry re-checked on the newest thunder nightly, then a campaign on it (NIGHTLY_MINUTES,
 # default 8 h); exits non-zero when either failed, after both ran.
 nightly: setup
-	$(VENV)/bin/ckpt-fuzz known-issues --thunder nightly; k=$$?; \
+	$(VENV)/bin/ckpt-fuzz known-issues --thunder nightly --device cpu; k=$$?; \
 	$(VENV)/bin/ckpt-fuzz run --thunder nightly --minutes $(or $(NIGHTLY_MINUTES),480) -n $(JOBS); r=$$?; \
 	exit $$(( k > r ? k : r ))
 

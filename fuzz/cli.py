@@ -23,7 +23,7 @@ from fuzz.run_folder import SUMMARY, find_run
 
 DEFAULT_ROOT = Path("fuzz-artifacts")
 COULD_NOT_RUN = 2
-THUNDER_VARIABLE = "CKPT_FUZZ_THUNDER"  # set once the process runs on the thunder --thunder asked for
+THUNDER_VARIABLE = "CKPT_FUZZ_THUNDER"  # "REQUEST=VERSION" once the process runs on the thunder --thunder asked for
 
 
 def _pytest(arguments: list[str], command: list[str]) -> NoReturn:
@@ -114,22 +114,25 @@ def _bisect(args: argparse.Namespace, extra: list[str]) -> int:
     from packaging.version import Version
 
     from fuzz.known_issues import KNOWN_ISSUES_DIR, VERSIONS_FILE
-    from fuzz.thunder_versions import available, is_nightly, resolve
-    from fuzz.version_bisect import ERROR, REPRODUCES, bisect, found_on, run_repro, table
+    from fuzz.thunder_versions import VersionError, available, is_nightly, resolve
+    from fuzz.version_bisect import ERROR, bisect, found_on, run_repro, table, version_record
 
-    folder = Path(args.target) if Path(args.target).is_dir() else KNOWN_ISSUES_DIR / args.target
+    folder = (Path(args.target) if Path(args.target).is_dir() else KNOWN_ISSUES_DIR / args.target).resolve()
     repro = folder / "repro.py"
     if not repro.exists():
         raise FileNotFoundError(f"{args.target} is neither a failure folder holding repro.py nor a known-issue id")
     if args.record and folder.parent != KNOWN_ISSUES_DIR:
         raise FileNotFoundError(f"--record writes a known issue's {VERSIONS_FILE}: {args.target} is not one")
     versions = available()
-    oldest, newest = Version(resolve(args.oldest, versions)), Version(resolve(args.newest, versions))
-    candidates = [
-        v for v in versions if oldest <= Version(v) <= newest and (is_nightly(v) or not Version(v).is_prerelease)
-    ]
     if args.versions:
         candidates = sorted({resolve(v.strip(), versions) for v in args.versions.split(",")}, key=Version)
+    else:
+        oldest, newest = Version(resolve(args.oldest, versions)), Version(resolve(args.newest, versions))
+        candidates = [
+            v for v in versions if oldest <= Version(v) <= newest and (is_nightly(v) or not Version(v).is_prerelease)
+        ]
+    if not candidates:
+        raise VersionError(f"no release or nightly between --from {args.oldest} and --to {args.newest}")
     anchors = [candidates[0], found_on(repro) or candidates[-1], candidates[-1]]
     print(
         f"bisecting {repro} over {len(candidates)} thunder versions ({candidates[0]} .. {candidates[-1]})", flush=True
@@ -148,16 +151,16 @@ def _bisect(args: argparse.Namespace, extra: list[str]) -> int:
         return COULD_NOT_RUN
     print("\n".join(b.describe() for b in boundaries) or f"no change: {results.pop()} on every version that ran")
     if args.record:
-        reproduces = [t.version for t in trials if t.result == REPRODUCES]
-        fixes = [b.after.version for b in boundaries if b.after.result != REPRODUCES]
-        record = {
-            "reproduces_on": reproduces,
-            "fixed_in": fixes[-1] if fixes and reproduces and Version(fixes[-1]) > Version(reproduces[-1]) else None,
-            "checked": {t.version: t.result for t in trials},
-            "checked_on": date.today().isoformat(),
-        }
-        (folder / VERSIONS_FILE).write_text(json.dumps(record, indent=2) + "\n")
-        print(f"recorded in {folder / VERSIONS_FILE}")
+        path = folder / VERSIONS_FILE
+        earlier = json.loads(path.read_text())["checked"] if path.exists() else {}
+        try:  # merged with what was checked before: a bisection over a few versions refines the record
+            record = version_record({**earlier, **{t.version: t.result for t in trials}})
+        except ValueError as error:
+            print(f"not recorded: {error}")
+            return COULD_NOT_RUN
+        record["checked_on"] = date.today().isoformat()
+        path.write_text(json.dumps(record, indent=2) + "\n")
+        print(f"recorded in {path}")
     return 0
 
 
@@ -228,14 +231,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _on_thunder(request: str, argv: list[str]) -> NoReturn:
+def _on_thunder(request: str, argv: list[str]) -> None:
     """Run this same command again in a fresh interpreter on the thunder ``request`` names (installed and probed
-    first; `VersionError` before any example runs when it cannot be)."""
-    from fuzz.thunder_versions import prepare
+    first; `VersionError` before any example runs when it cannot be); returns when this process runs on it."""
+    from importlib.metadata import version
 
+    from fuzz.thunder_versions import PACKAGE, VersionError, prepare
+
+    chosen, _, exact = os.environ.get(THUNDER_VARIABLE, "").partition("=")
+    if chosen == request:  # the re-executed command: check it really imports what was prepared
+        if (imported := version(PACKAGE)) != exact:
+            raise VersionError(f"--thunder {request} prepared {PACKAGE} {exact}, but {imported} imports")
+        return
     thunder = prepare(request)
     print(f"ckpt-fuzz: on lightning-thunder {thunder.version}" + (f" from {thunder.folder}" if thunder.folder else ""))
-    env = thunder.environment({**os.environ, THUNDER_VARIABLE: request})
+    env = thunder.environment({**os.environ, THUNDER_VARIABLE: f"{request}={thunder.version}"})
     sys.stdout.flush()
     os.execve(sys.executable, [sys.executable, "-m", "fuzz.cli", *argv], env)
 
@@ -245,12 +255,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args, extra = parser.parse_known_args(argv)
     args.argv = argv
-    if extra and args.command in ("check", "report"):
+    if extra and args.command in ("check", "report", "bisect"):
         parser.error(f"{args.command}: unrecognized arguments: {' '.join(extra)}")
     from fuzz.thunder_versions import VersionError
 
     try:
-        if getattr(args, "thunder", None) and os.environ.get(THUNDER_VARIABLE) != args.thunder:
+        if getattr(args, "thunder", None):
             _on_thunder(args.thunder, argv)
         return args.handler(args, extra)
     except (FileNotFoundError, VersionError) as error:

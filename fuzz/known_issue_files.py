@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
         if "--rerun" in argv and not issue.slow:
             failure = check_spec(recorded_spec(issue.id)).failure
             if failure is None:
-                print(f"{issue.id}: no longer reproduces; remove the entry")
+                print(f"{issue.id}: no longer reproduces; record where with `ckpt-fuzz bisect {issue.id} --record`")
                 continue
             write_failure(directory.parent, recorded_spec(issue.id), failure, "fixed", directory.name)
         (directory / "repro.py").write_text(expected_repro(issue.id))

@@ -30,6 +30,11 @@ VERSIONS_FILE = "versions.json"
 
 
 @cache
+def _version_record(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+@cache
 def installed_thunder() -> str:
     """The version of the lightning-thunder this process imports."""
     return version("lightning-thunder")
@@ -56,15 +61,17 @@ class KnownIssue:
     slow: bool = False
 
     def versions(self) -> dict:
-        """The entry's version record: {"reproduces_on": [versions], "fixed_in": version or None}."""
-        path = KNOWN_ISSUES_DIR / self.id / VERSIONS_FILE
-        recorded = json.loads(path.read_text()) if path.exists() else {}
-        return {"reproduces_on": recorded.get("reproduces_on", []), "fixed_in": recorded.get("fixed_in")}
+        """The entry's version record (see `fuzz.version_bisect.version_record`; empty before any bisection)."""
+        return _version_record(KNOWN_ISSUES_DIR / self.id / VERSIONS_FILE)
 
     def expected_on(self, thunder: str) -> bool:
-        """Whether the issue is expected on thunder version ``thunder``: it is not at or after its recorded fix."""
-        fixed_in = self.versions()["fixed_in"]
-        return fixed_in is None or Version(thunder) < Version(fixed_in)
+        """Whether the issue is expected on thunder version ``thunder``: from its recorded introduction (if any)
+        to before its recorded fix (if any)."""
+        record = self.versions()
+        introduced_in, fixed_in = record.get("introduced_in"), record.get("fixed_in")
+        return (introduced_in is None or Version(thunder) >= Version(introduced_in)) and (
+            fixed_in is None or Version(thunder) < Version(fixed_in)
+        )
 
     def reproduced_by(self, failure: ParityFailure | None) -> bool:
         """Whether ``failure`` is this issue showing (a failure of one of its classes)."""
@@ -73,13 +80,15 @@ class KnownIssue:
     def status(self, reproduced: bool, thunder: str) -> tuple[str, bool]:
         """The verdict of a re-test of the entry on thunder version ``thunder`` that ``reproduced`` it or not, and
         whether that is what the record expects."""
-        fixed_in = self.versions()["fixed_in"]
         if self.expected_on(thunder):
             return ("reproduces", True) if reproduced else ("no longer reproduces", False)
+        record = self.versions()
+        fixed = record.get("fixed_in") and Version(thunder) >= Version(record["fixed_in"])
+        window = f"fixed in {record['fixed_in']}" if fixed else f"introduced in {record.get('introduced_in')}"
         return (
-            (f"reproduces again (recorded fixed in {fixed_in})", False)
+            (f"reproduces outside its recorded range ({window})", False)
             if reproduced
-            else (f"fixed in {fixed_in}", True)
+            else (f"not expected: {window}", True)
         )
 
 

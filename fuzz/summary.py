@@ -86,7 +86,7 @@ class ItemResults:
     """How the campaign's test items ended, as the controller saw their reports.
 
     A failed item is a *finding* (a parity failure, a dead worker running a network, a known
-    issue thunder fixed) or a *harness error*: anything else (a Hypothesis health check, an
+    issue whose status changed) or a *harness error*: anything else (a Hypothesis health check, an
     internal error of ours), which is never reported as thunder's.
     """
 
@@ -129,7 +129,7 @@ class ItemResults:
         changed = [  # verdicts of `KnownIssue.status` other than the two its version record expects
             issue
             for issue, verdict in summary["known_issue_checks"].items()
-            if verdict != "reproduces" and not verdict.startswith("fixed in ")
+            if verdict != "reproduces" and not verdict.startswith("not expected: ")
         ]
         reasons = [
             f"{len(items)} {what}"
@@ -164,7 +164,7 @@ def item_properties(error: BaseException | None, out_of_budget: bool) -> list[tu
 
 
 def _is_finding(error: BaseException) -> bool:
-    """A failure of thunder's (or a known issue it fixed), as opposed to one of the harness."""
+    """A failure of thunder's (or a known issue whose status changed), as opposed to one of the harness."""
     from fuzz.known_issues import KnownIssueChanged
     from fuzz.oracle import ParityFailure
 

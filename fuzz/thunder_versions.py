@@ -67,10 +67,7 @@ def available(refresh: bool = False) -> list[str]:
     index = _folder_root() / "index.json"
     if not refresh and index.exists() and time.time() - index.stat().st_mtime < INDEX_MAX_AGE_S:
         return json.loads(index.read_text())
-    listed = subprocess.run(
-        [sys.executable, "-m", "pip", "index", "versions", "--pre", PACKAGE],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+    listed = _run([sys.executable, "-m", "pip", "index", "versions", "--pre", PACKAGE], 300, "pip index")
     match = re.search(r"Available versions:\s*(.+)", listed.stdout)
     if listed.returncode or not match:
         raise VersionError(f"could not list {PACKAGE} versions with pip index: {_last_line(listed)}")
@@ -128,6 +125,14 @@ def _wheel_date(wheel: Path) -> str:
     return f"{year:04d}-{month:02d}-{day:02d}"
 
 
+def _run(command: list[str], timeout_s: float, what: str, **kwargs) -> subprocess.CompletedProcess:
+    """``command``'s completed process (output captured as text); `VersionError` naming ``what`` on a time-out."""
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False, **kwargs)
+    except subprocess.TimeoutExpired:
+        raise VersionError(f"{what} took more than {timeout_s:.0f} s") from None
+
+
 def _last_line(completed: subprocess.CompletedProcess) -> str:
     lines = (completed.stderr or completed.stdout or "").strip().splitlines()
     return lines[-1] if lines else f"exit status {completed.returncode}"
@@ -143,16 +148,16 @@ def install(version: str) -> ThunderVersion:
     with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{version}.") as tmp:
         wheels, target = Path(tmp) / "wheels", Path(tmp) / "target"
         pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-        fetched = subprocess.run(
-            [*pip, "download", "--no-deps", "--pre", "-d", str(wheels), f"{PACKAGE}=={version}"],
-            capture_output=True, text=True, timeout=600, check=False,
+        fetched = _run(
+            [*pip, "download", "--no-deps", "--only-binary=:all:", "-d", str(wheels), f"{PACKAGE}=={version}"],
+            600, f"downloading {PACKAGE}=={version}",
         )  # fmt: skip
         found = sorted(wheels.glob("*.whl")) if wheels.exists() else []
         if fetched.returncode or not found:
             raise VersionError(f"could not download {PACKAGE}=={version}: {_last_line(fetched)}")
-        installed = subprocess.run(
+        installed = _run(
             [*pip, "install", "--no-deps", "--no-compile", "--target", str(target), str(found[0])],
-            capture_output=True, text=True, timeout=600, check=False,
+            600, f"installing {PACKAGE}=={version}",
         )  # fmt: skip
         if installed.returncode:
             raise VersionError(f"could not install {PACKAGE}=={version}: {_last_line(installed)}")
@@ -194,10 +199,9 @@ print("OK")
 def probe(thunder: ThunderVersion, timeout_s: float = 600.0) -> dict[str, str]:
     """The versions ``thunder``'s environment imports ({"thunder", "torch", "thunder_file"}), after checking that
     it is the version asked for and that thunderfx runs a checkpointed network there; else `VersionError`."""
-    ran = subprocess.run(
-        [sys.executable, "-c", _PROBE], env=thunder.environment(), capture_output=True, text=True,
-        timeout=timeout_s, check=False,
-    )  # fmt: skip
+    ran = _run(
+        [sys.executable, "-c", _PROBE], timeout_s, f"probing {PACKAGE} {thunder.version}", env=thunder.environment()
+    )
     lines = ran.stdout.splitlines()
     found = json.loads(lines[0]) if lines and lines[0].startswith("{") else None
     if found is None:
@@ -212,6 +216,17 @@ def probe(thunder: ThunderVersion, timeout_s: float = 600.0) -> dict[str, str]:
     return found
 
 
+def _exact(request: str) -> str:
+    """`resolve` ``request``, without asking the registry for the pinned version or one already installed here."""
+    from importlib.metadata import version as installed_version
+
+    if request == "pinned":
+        return PINNED
+    if request == installed_version(PACKAGE) or (_folder_root() / request / ".ready").exists():
+        return request
+    return resolve(request, available())
+
+
 def located(version: str) -> ThunderVersion:
     """Thunder ``version``: the venv's own when it holds that version, else installed into the cache."""
     from importlib.metadata import version as installed_version
@@ -222,7 +237,7 @@ def located(version: str) -> ThunderVersion:
 def prepare(request: str) -> ThunderVersion:
     """The thunder meant by ``request`` ("pinned", "release", "nightly" or a version), installed and probed (the
     venv's own thunder unprobed); `VersionError` naming what is wrong when it cannot be."""
-    thunder = located(PINNED if request == "pinned" else resolve(request, available()))
+    thunder = located(_exact(request))
     if thunder.folder is not None:
         probe(thunder)
     return thunder
@@ -234,11 +249,11 @@ def use_in_venv(request: str) -> str:
     from importlib.metadata import version as installed_version
 
     own = installed_version(PACKAGE)
-    exact = PINNED if request == "pinned" else resolve(request, available())
+    exact = _exact(request)
     if exact != own:
-        installed = subprocess.run(
+        installed = _run(
             [sys.executable, "-m", "pip", "install", "-q", "--no-deps", f"{PACKAGE}=={exact}"],
-            capture_output=True, text=True, timeout=600, check=False,
+            600, f"installing {PACKAGE}=={exact}",
         )  # fmt: skip
         if installed.returncode:
             raise VersionError(f"could not install {PACKAGE}=={exact}: {_last_line(installed)}")

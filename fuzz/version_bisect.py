@@ -118,6 +118,24 @@ def _narrow(order: list[str], low: str, high: str, trial: Callable[[str], Trial]
             high = middle
 
 
+def version_record(checked: dict[str, str]) -> dict:
+    """What a known issue's record says, from every version ``checked`` (version -> result): the versions it
+    reproduces on; ``introduced_in``, the first reproducing version after one that did not (None: it reproduces
+    on the oldest that ran); ``fixed_in``, the first version after the newest reproducing one, when that one did
+    not reproduce (None: it reproduces on the newest that ran)."""
+    ran = [(v, checked[v]) for v in sorted(checked, key=Version) if checked[v] != ERROR]
+    reproduces = [v for v, result in ran if result == REPRODUCES]
+    if not reproduces:
+        raise ValueError("the repro reproduced on no version: nothing to record")
+    first, last = ran.index((reproduces[0], REPRODUCES)), ran.index((reproduces[-1], REPRODUCES))
+    return {
+        "reproduces_on": reproduces,
+        "introduced_in": reproduces[0] if first > 0 else None,
+        "fixed_in": ran[last + 1][0] if last + 1 < len(ran) else None,
+        "checked": dict(sorted(checked.items(), key=lambda item: Version(item[0]))),
+    }
+
+
 def table(trials: list[Trial]) -> list[str]:
     """The trials as aligned text rows: version, build date, result, seconds, the repro's last line."""
     rows = [("version", "date", "result", "seconds", "repro said")]

@@ -9,7 +9,7 @@ import pytest
 
 from fuzz.known_issues import KNOWN_ISSUES, installed_thunder
 from fuzz.thunder_versions import PINNED, VersionError, available, is_nightly, nearest, resolve
-from fuzz.version_bisect import ERROR, NOT_REPRODUCED, REPRODUCES, Trial, bisect
+from fuzz.version_bisect import ERROR, NOT_REPRODUCED, REPRODUCES, Trial, bisect, version_record
 
 ROOT = Path(__file__).resolve().parent.parent
 CKPT_FUZZ = [sys.executable, "-m", "fuzz.cli"]
@@ -52,15 +52,28 @@ def test_bisection_finds_first_bad_and_first_good_skipping_versions_that_cannot_
     assert [t.version for t in trials] == sorted(calls, key=lambda v: int(v.rsplit(".", 1)[1]))
 
 
+def test_a_record_names_where_the_issue_was_introduced_and_fixed_from_every_version_checked():
+    checked = {"0.3.0": NOT_REPRODUCED, "0.3.2": REPRODUCES, "0.3.1": ERROR, "0.3.5": NOT_REPRODUCED}
+    record = version_record({**checked, "0.3.4": REPRODUCES})
+    assert (record["introduced_in"], record["fixed_in"]) == ("0.3.2", "0.3.5")
+    assert record["reproduces_on"] == ["0.3.2", "0.3.4"] and list(record["checked"])[:2] == ["0.3.0", "0.3.1"]
+    still_live = version_record({"0.3.0": REPRODUCES, "0.3.5": NOT_REPRODUCED, "0.3.9": REPRODUCES})
+    assert (still_live["introduced_in"], still_live["fixed_in"]) == (None, None)  # back on the newest: no fix
+    with pytest.raises(ValueError, match="reproduced on no version"):
+        version_record({"0.3.0": NOT_REPRODUCED, "0.3.1": ERROR})
+
+
 def test_an_entry_fixed_in_a_version_stops_being_expected_there(tmp_path, monkeypatch):
     issue = KNOWN_ISSUES[0]
-    assert issue.expected_on(PINNED)  # every entry reproduces on the pinned release
+    assert all(entry.expected_on(PINNED) for entry in KNOWN_ISSUES)  # every entry reproduces on the pinned release
     monkeypatch.setattr("fuzz.known_issues.KNOWN_ISSUES_DIR", tmp_path)
     (tmp_path / issue.id).mkdir()
-    (tmp_path / issue.id / "versions.json").write_text(json.dumps({"reproduces_on": ["0.2.6"], "fixed_in": "0.2.7"}))
+    record = {"reproduces_on": ["0.2.6"], "introduced_in": "0.2.6", "fixed_in": "0.2.7"}
+    (tmp_path / issue.id / "versions.json").write_text(json.dumps(record))
     assert issue.expected_on("0.2.6") and not issue.expected_on("0.2.7") and not issue.expected_on("0.2.8")
-    assert issue.status(False, "0.2.7") == ("fixed in 0.2.7", True)
-    assert issue.status(True, "0.2.7") == ("reproduces again (recorded fixed in 0.2.7)", False)
+    assert issue.status(False, "0.2.5") == ("not expected: introduced in 0.2.6", True)
+    assert issue.status(False, "0.2.7") == ("not expected: fixed in 0.2.7", True)
+    assert issue.status(True, "0.2.7") == ("reproduces outside its recorded range (fixed in 0.2.7)", False)
     assert issue.status(False, "0.2.6") == ("no longer reproduces", False)
 
 
