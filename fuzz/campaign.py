@@ -251,6 +251,8 @@ class Campaign:
         """Count a re-test of ``issue``'s registered spec on the installed thunder; returns its verdict and whether
         that is what the entry's version record expects (`KnownIssue.status`)."""
         verdict, as_expected = issue.status(issue.reproduced_by(outcome.failure), installed_thunder())
+        if isinstance(outcome.failure, ExampleTimeout) and not issue.reproduced_by(outcome.failure):
+            verdict = f"inconclusive: {outcome.failure}"  # a time-out says nothing about whether it is fixed
         self.stats.known_issue_checks[issue.id] = verdict
         return verdict, as_expected
 
