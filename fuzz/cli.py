@@ -234,13 +234,11 @@ def _parser() -> argparse.ArgumentParser:
 def _on_thunder(request: str, argv: list[str]) -> None:
     """Run this same command again in a fresh interpreter on the thunder ``request`` names (installed and probed
     first; `VersionError` before any example runs when it cannot be); returns when this process runs on it."""
-    from importlib.metadata import version
-
-    from fuzz.thunder_versions import PACKAGE, VersionError, prepare
+    from fuzz.thunder_versions import PACKAGE, VersionError, installed, prepare
 
     chosen, _, exact = os.environ.get(THUNDER_VARIABLE, "").partition("=")
     if chosen == request:  # the re-executed command: check it really imports what was prepared
-        if (imported := version(PACKAGE)) != exact:
+        if (imported := installed()) != exact:
             raise VersionError(f"--thunder {request} prepared {PACKAGE} {exact}, but {imported} imports")
         return
     thunder = prepare(request)

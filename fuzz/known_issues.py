@@ -14,7 +14,6 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache
-from importlib.metadata import version
 from pathlib import Path
 
 from packaging.version import Version
@@ -23,6 +22,7 @@ from fuzz.layers import LAYER_KINDS
 from fuzz.oracle import ParityFailure
 from fuzz.reduce import without_layers
 from fuzz.spec import LayerSpec, NetSpec
+from fuzz.thunder_versions import installed
 
 LayerTrigger = Callable[[NetSpec, int], bool]
 KNOWN_ISSUES_DIR = Path(__file__).resolve().parent.parent / "known_issues"
@@ -34,10 +34,7 @@ def _version_record(path: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-@cache
-def installed_thunder() -> str:
-    """The version of the lightning-thunder this process imports."""
-    return version("lightning-thunder")
+installed_thunder = cache(installed)  # the thunder this process imports does not change while it runs
 
 
 class KnownIssueChanged(AssertionError):

@@ -17,6 +17,7 @@ import tempfile
 import time
 import zipfile
 from dataclasses import dataclass
+from importlib.metadata import version as _distribution_version
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -46,6 +47,11 @@ class ThunderVersion:
         if self.folder is not None:
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(self.folder), env.get("PYTHONPATH", "")) if p)
         return env
+
+
+def installed() -> str:
+    """The lightning-thunder version this interpreter imports (read afresh: pip may just have changed it)."""
+    return _distribution_version(PACKAGE)
 
 
 def _folder_root() -> Path:
@@ -218,20 +224,16 @@ def probe(thunder: ThunderVersion, timeout_s: float = 600.0) -> dict[str, str]:
 
 def _exact(request: str) -> str:
     """`resolve` ``request``, without asking the registry for the pinned version or one already installed here."""
-    from importlib.metadata import version as installed_version
-
     if request == "pinned":
         return PINNED
-    if request == installed_version(PACKAGE) or (_folder_root() / request / ".ready").exists():
+    if request == installed() or (_folder_root() / request / ".ready").exists():
         return request
     return resolve(request, available())
 
 
 def located(version: str) -> ThunderVersion:
     """Thunder ``version``: the venv's own when it holds that version, else installed into the cache."""
-    from importlib.metadata import version as installed_version
-
-    return ThunderVersion(version, None) if version == installed_version(PACKAGE) else install(version)
+    return ThunderVersion(version, None) if version == installed() else install(version)
 
 
 def prepare(request: str) -> ThunderVersion:
@@ -246,17 +248,15 @@ def prepare(request: str) -> ThunderVersion:
 def use_in_venv(request: str) -> str:
     """Make the thunder ``request`` names the one this interpreter's environment holds (``pip install --no-deps``
     over it, then `probe`); returns a line saying which. `VersionError` when it cannot."""
-    from importlib.metadata import version as installed_version
-
-    own = installed_version(PACKAGE)
+    own = installed()
     exact = _exact(request)
     if exact != own:
-        installed = _run(
+        pip = _run(
             [sys.executable, "-m", "pip", "install", "-q", "--no-deps", f"{PACKAGE}=={exact}"],
             600, f"installing {PACKAGE}=={exact}",
         )  # fmt: skip
-        if installed.returncode:
-            raise VersionError(f"could not install {PACKAGE}=={exact}: {_last_line(installed)}")
+        if pip.returncode:
+            raise VersionError(f"could not install {PACKAGE}=={exact}: {_last_line(pip)}")
     found = probe(ThunderVersion(exact, None)) if exact != own else {"thunder": own}
     torch = f" with torch {found['torch']}" if "torch" in found else ""
     return f"lightning-thunder {exact}{torch} ({'switched from ' + own if exact != own else 'already installed'})"
