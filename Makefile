@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 MINUTES ?= 5
 JOBS ?= 2
+PYTEST_ARGS ?=
 THUNDER ?= pinned
 
 .PHONY: setup campaign nightly replay report known-issues test lint benchmark
@@ -45,7 +46,7 @@ known-issues: setup
 
 test: setup
 	$(PY) -m ruff check .
-	$(PY) -m pytest tests/ fuzz/ -n $(JOBS) --dist loadfile --hypothesis-profile ci --fuzz-device cpu -q -ra --durations=12; rc=$$?; \
+	$(PY) -m pytest tests/ fuzz/ -n $(JOBS) --dist loadfile --hypothesis-profile ci --fuzz-device cpu -q -ra --durations=12 $(PYTEST_ARGS); rc=$$?; \
 		if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
 lint: setup
