@@ -41,7 +41,7 @@ def _pytest(arguments: list[str], command: list[str]) -> NoReturn:
 def _run(args: argparse.Namespace, extra: list[str]) -> int:
     arguments = ["--hypothesis-profile", args.profile, "--fuzz-device", args.device, "--converter", args.converter]
     arguments += ["--fuzz-artifacts", str(args.artifacts)]
-    arguments += ["-n", str(args.jobs)] if args.jobs else []
+    arguments += ["-n", args.jobs] if args.jobs != "0" else []
     arguments += ["--fuzz-minutes", str(args.minutes)]
     return _pytest([*arguments, *extra], args.argv)
 
@@ -164,6 +164,12 @@ def _bisect(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
+def _jobs(value: str) -> str:
+    if value == "auto" or (value.isdigit() and value == str(int(value))):
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r} is neither a number of workers nor auto")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ckpt-fuzz",
@@ -192,7 +198,14 @@ def _parser() -> argparse.ArgumentParser:
 
     run = command("run", _run, "a campaign: writes ARTIFACTS/<run-id>/ (summary.json, report.html, failures)")
     run.add_argument("--minutes", type=float, default=5.0, help="budget for new examples (%(default)s)")
-    run.add_argument("-n", "--jobs", type=int, default=2, help="xdist worker processes; 0: one process (%(default)s)")
+    run.add_argument(
+        "-n",
+        "--jobs",
+        type=_jobs,
+        default="2",
+        help="xdist worker processes; 0: one process; auto: on CUDA --fuzz-workers-per-gpu per GPU, on CPU one per "
+        "core (%(default)s)",
+    )
     run.add_argument("--profile", default="nightly", help="Hypothesis profile: ci, dev, nightly, replay (%(default)s)")
     run.add_argument("--converter", default="fixed", choices=CONVERTER_CHOICES, help="(default: %(default)s)")
     artifacts(run)

@@ -41,4 +41,5 @@ class CampaignConfig:
     known_issues: str = "xfail"
     seed: int = 0  # generation seed of shard i is seed + i (recorded in the summary to re-run a night)
     executors: tuple[str, ...] = ()  # thunder's default executors, by name (empty: thunder's own defaults)
+    gpus: tuple[str, ...] = ()  # the GPUs the controller spreads workers over (`fuzz.gpus`); empty: no pinning
     confirm: bool = True  # re-run each final failure's repro.py in a fresh interpreter before reporting it

@@ -19,6 +19,7 @@ from fuzz.campaign import Campaign
 from fuzz.compat import incompatibility
 from fuzz.config import CampaignConfig, resolve_device
 from fuzz.database import DatabaseError, default_location, open_database
+from fuzz.gpus import VISIBLE_DEVICES, gpu_of_worker, visible_gpus
 from fuzz.html_report import write_report
 from fuzz.layers import LAYER_KINDS
 from fuzz.op_catalog import catalog
@@ -89,6 +90,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if _worker_id(config) is not None:
         _share_cores(workers)
     run_id = _run_id(config, profile)
+    try:
+        gpus = _gpus(config, device)
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
     campaign_config = CampaignConfig(
         seed=_campaign_seed(config, profile),
         executors=executors,
@@ -107,6 +112,7 @@ def pytest_configure(config: pytest.Config) -> None:
         ops=ops,
         known_issues=config.getoption("known_issues") or ("exclude" if profile == "ci" else "xfail"),
         confirm=config.getoption("fuzz_confirm") == "yes",
+        gpus=gpus,
     )
     if campaign_config.converter != "stock":
         try:
@@ -115,6 +121,8 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(error)) from None
     campaign = Campaign(campaign_config, workers=workers, worker=_worker_id(config) or "main")
     config.stash[CAMPAIGN] = campaign
+    if "fuzz_gpu" in getattr(config, "workerinput", {}):  # pinned by `fuzz.plugin`: what this worker really sees
+        campaign.stats.gpus[campaign.worker] = os.environ[VISIBLE_DEVICES]
     # SIGTERM (a job scheduler's stop) ends the run like Ctrl-C: Hypothesis keeps what it saved
     # and pytest still writes the summary, even when the signal lands inside thunder.
     for stop in (signal.SIGINT, signal.SIGTERM):
@@ -123,6 +131,17 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_ItemRecorder(campaign), "fuzz-item-recorder")
         if (every := config.getoption("fuzz_progress")) > 0:
             config.stash[PROGRESS] = _start_progress(config, campaign, every)
+
+
+def _gpus(config: pytest.Config, device: str) -> tuple[str, ...]:
+    """The GPUs the controller spreads xdist workers over (`fuzz.gpus`): ``--fuzz-gpus``, else every visible GPU on
+    CUDA; none for a worker, a run without xdist, or a CPU run without ``--fuzz-gpus``."""
+    if _worker_id(config) is not None or not config.getoption("numprocesses", None):
+        return ()
+    if config.getoption("fuzz_workers_per_gpu") < 1:
+        raise ValueError(f"--fuzz-workers-per-gpu must be at least 1, got {config.getoption('fuzz_workers_per_gpu')}")
+    requested = config.getoption("fuzz_gpus")
+    return visible_gpus(requested) if requested is not None or device == "cuda" else ()
 
 
 def _share_cores(workers: int) -> None:
@@ -172,6 +191,8 @@ def pytest_configure_node(node) -> None:
     campaign_config = node.config.stash[CAMPAIGN].config
     node.workerinput["fuzz_seed"] = campaign_config.seed
     node.workerinput["fuzz_run_id"] = campaign_config.run_id
+    if campaign_config.gpus:
+        node.workerinput["fuzz_gpu"] = gpu_of_worker(node.workerinput["workerid"], campaign_config.gpus)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -289,7 +310,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         progress.set()
     campaign = session.config.stash.get(CAMPAIGN, None)
     stats = campaign.stats if campaign is not None else None
-    if stats is not None and (stats.examples or stats.discarded or stats.known_issue_checks):
+    if stats is not None and (stats.examples or stats.discarded or stats.known_issue_checks or stats.gpus):
         campaign.write_worker_stats()
 
 

@@ -8,12 +8,14 @@ nothing heavy (torch and thunder imported that early crashed later subprocess ru
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 
 import pytest
 
 from fuzz.choices import CONVERTER_CHOICES, DEVICE_CHOICES, KNOWN_ISSUE_MODES
 from fuzz.database import DEFAULT_LOCATION, ENVIRONMENT_VARIABLE
+from fuzz.gpus import DEFAULT_WORKERS_PER_GPU
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -65,6 +67,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=("yes", "no"),
         help="re-run each reported failure's repro.py in a fresh interpreter and say whether it reproduced",
     )
+    group.addoption(
+        "--fuzz-gpus",
+        default=None,
+        help="GPU ids (as CUDA_VISIBLE_DEVICES takes them) to spread xdist workers over, worker i on GPU i mod count "
+        "(default on CUDA: every visible GPU)",
+    )
+    group.addoption(
+        "--fuzz-workers-per-gpu",
+        type=int,
+        default=DEFAULT_WORKERS_PER_GPU,
+        help="workers per GPU that -n auto starts on CUDA, at most one per CPU core (default: %(default)s)",
+    )
     group.addoption("--fuzz-progress", type=float, default=60.0, help="seconds between progress lines (0: none)")
     group.addoption(
         "--known-issues",
@@ -84,8 +98,29 @@ _IMPORT_NOISE = (
 _FILTERWARNINGS = ("ignore:torch.is_autocast_cpu_enabled:DeprecationWarning", "ignore::FutureWarning")
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook; it runs before pytest_configure
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` on CUDA (or with ``--fuzz-gpus``): `fuzz.gpus.auto_worker_count`; on CPU xdist's own count."""
+    from fuzz.gpus import auto_worker_count, visible_gpus
+
+    if config.getoption("fuzz_gpus") is None and config.getoption("fuzz_device") == "cpu":
+        return None
+    per_gpu = config.getoption("fuzz_workers_per_gpu")
+    if per_gpu < 1:
+        raise pytest.UsageError(f"--fuzz-workers-per-gpu must be at least 1, got {per_gpu}")
+    try:
+        gpus = visible_gpus(config.getoption("fuzz_gpus"))
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+    return auto_worker_count(len(gpus), per_gpu, os.cpu_count() or 1) if gpus else None
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    if (gpu := getattr(config, "workerinput", {}).get("fuzz_gpu")) is not None:
+        from fuzz.gpus import pin_to_gpu
+
+        pin_to_gpu(gpu)  # first: the checks that follow import thunder, which may initialise CUDA
     _quiet(config)
     from fuzz import hooks
 

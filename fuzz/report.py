@@ -312,6 +312,7 @@ class CampaignStats:
     # (`Outcome.discrepancy`, `Outcome.eager_error`) lies in [10**decade, 10**(decade+1)); the lowest decade holds 0
     error_decades: Counter = field(default_factory=Counter)
     timeline: Counter = field(default_factory=Counter)  # epoch second (a multiple of 10) -> examples finished in it
+    gpus: dict[str, str] = field(default_factory=dict)  # xdist worker -> the CUDA_VISIBLE_DEVICES it was pinned to
 
     def record(self, outcome: Outcome, elapsed_s: float, expected: bool = False) -> None:
         """Count ``outcome``, ``elapsed_s`` into the campaign; ``expected``: it is a known issue's failure."""
@@ -428,6 +429,7 @@ class CampaignStats:
             "checkpoint_grid": dict(sorted(self.checkpoint_grid.items())),
             "error_decades": dict(sorted(self.error_decades.items())),
             "timeline": dict(sorted(self.timeline.items())),
+            "gpus": dict(sorted(self.gpus.items())),
         }
 
     @classmethod
@@ -462,6 +464,7 @@ class CampaignStats:
             checkpoint_grid=defaultdict(lambda: [0, 0], data.get("checkpoint_grid", {})),
             error_decades=Counter(data.get("error_decades", {})),
             timeline=Counter(data.get("timeline", {})),
+            gpus=dict(data.get("gpus", {})),
         )
 
     def merge(self, other: CampaignStats) -> None:
@@ -497,6 +500,7 @@ class CampaignStats:
         self.fell_back_coverage += other.fell_back_coverage
         self.failures += other.failures
         self.known_issue_checks.update(other.known_issue_checks)
+        self.gpus.update(other.gpus)
         for issue, (reproduced, not_reproduced) in other.known_issues.items():
             self.known_issues[issue][0] += reproduced
             self.known_issues[issue][1] += not_reproduced

@@ -194,6 +194,9 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"invalid examples by reason: {summary['invalid_reasons'] or 'none'}; "
         f"{len(summary['coverage'])} features exercised (counts under 'coverage' in summary.json)",
     ]
+    if summary.get("gpus"):
+        pinned = ", ".join(f"{worker} -> {gpu}" for worker, gpu in summary["gpus"].items())
+        lines.append(f"workers pinned to GPUs (CUDA_VISIBLE_DEVICES): {pinned}")
     if summary["converter_comparisons"]:
         lines.append(
             f"converter A/B: the fixed converter changed the verdict in {summary['converter_verdict_changes']} and "

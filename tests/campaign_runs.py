@@ -17,8 +17,8 @@ _LAYERS = "linear,relu,tanh,sigmoid,gelu,silu,softplus,layer_norm,mlp,residual"
 _DTYPES = "float32,float64"
 
 
-def campaign_command(tmp: Path, *extra: str, workers: int = 0, logging: bool = False) -> list[str]:
-    """The campaign in one process and one shard, or on ``workers`` xdist workers and 4 shards.
+def campaign_command(tmp: Path, *extra: str, workers: int | str = 0, logging: bool = False) -> list[str]:
+    """The campaign in one process and one shard, or on ``workers`` xdist workers (a count or "auto") and 4 shards.
 
     ``logging``: keep pytest's logging plugin (off by default: captured logs only slow a self-test).
     """
@@ -47,7 +47,7 @@ def fault_everywhere(fault: str) -> dict[str, str]:
     return {"FUZZ_INJECT_FAULT": fault, "PYTHONPATH": f"{ROOT / 'tests' / 'fault_site'}{os.pathsep}{ROOT}"}
 
 
-def run_campaign(tmp: Path, *extra: str, fault: str | None = FAULT, workers: int = 0) -> subprocess.CompletedProcess:
+def run_campaign(tmp: Path, *extra: str, fault: str | None = FAULT, workers: int | str = 0) -> subprocess.CompletedProcess:
     """A campaign with ``fault`` in thunder (in every process it starts, see `fault_everywhere`)."""
     env = {**os.environ, **(fault_everywhere(fault) if fault else {}), "FUZZ_FAULT_MARKER": str(tmp / "fault-marker")}
     command = campaign_command(tmp, *extra, workers=workers)
