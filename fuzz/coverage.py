@@ -8,6 +8,21 @@ from fuzz.spec import NetSpec
 _CHECKPOINT_FLAGS = ("use_reentrant", "selective", "nested", "extra_args", "multi_output")
 
 
+def _model_traits(spec: NetSpec) -> list[str]:
+    model = spec.model
+    grouping = "mha" if model.kv_heads == model.heads else "mqa" if model.kv_heads == 1 else "gqa"
+    labels = [f"model {model.arch}", f"model attention {model.attention}", f"model {model.layers} layers"]
+    labels.append(f"model kv_heads {grouping}")
+    for label, present in (
+        ("model gradient checkpointing", model.checkpointing),
+        ("model dropout", model.dropout > 0),
+        ("model tied embeddings", model.tied),
+    ):
+        if present:
+            labels.append(label)
+    return labels
+
+
 def traits(spec: NetSpec) -> list[str]:
     """Every feature of ``spec`` worth counting: dtype, sizes, layer kinds, checkpoint APIs and options."""
     labels = [f"dtype {spec.dtype}", f"{len(spec.layers)} layers", f"{len(spec.checkpoints)} checkpoints"]
@@ -28,6 +43,8 @@ def traits(spec: NetSpec) -> list[str]:
             labels.append(f"checkpoint determinism_check={ckpt.determinism_check}")
         if ckpt.api == "wrapper" and spec.layers[ckpt.start].kind in ("transformer_block", "decoder_block"):
             labels.append(f"whole {spec.layers[ckpt.start].kind} wrapped")
+    if spec.model is not None:
+        labels += _model_traits(spec)
     if spec.autocast:
         labels.append(f"autocast {spec.autocast}")
     if spec.spatial is not None:

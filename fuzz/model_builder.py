@@ -18,6 +18,7 @@ from torch import nn
 from fuzz import blocks
 from fuzz.layers import LAYER_KINDS
 from fuzz.spec import CheckpointSpec, NetSpec
+from fuzz.zoo import model_source
 
 _INDENT = "    "
 
@@ -198,6 +199,25 @@ def _class_body(lines: list[str]) -> str:
     return "\n".join(_INDENT + line if line else "" for line in lines)
 
 
+def _layer_classes(spec: NetSpec) -> str:
+    """``Net`` and ``PlainNet`` of a layer stack, after the helpers and the selective policy they use."""
+    body = _class_body([*_init_lines(spec), "", *_forward_and_methods(spec, checkpointing=True)])
+    plain_body = _class_body(_forward_and_methods(spec, checkpointing=False))
+    policy = _SELECTIVE_POLICY if any(c.selective for c in spec.checkpoints) else ""
+    return f'''{_helper_sources(spec)}{policy}
+
+class Net(nn.Module):
+{body}
+
+
+class PlainNet(Net):
+    """``Net`` without its checkpoints: the checkpointed functions are called directly."""
+
+{plain_body}
+
+'''
+
+
 def network_source(spec: NetSpec) -> str:
     """Standalone Python source for ``spec``: ``Net``, ``PlainNet`` and ``make_example``.
 
@@ -205,9 +225,7 @@ def network_source(spec: NetSpec) -> str:
     same parameters, same functions). ``make_example(checkpointing=True)`` returns the network
     (``Net``, or ``PlainNet`` without checkpointing), its input and its cotangent.
     """
-    body = _class_body([*_init_lines(spec), "", *_forward_and_methods(spec, checkpointing=True)])
-    plain_body = _class_body(_forward_and_methods(spec, checkpointing=False))
-    policy = _SELECTIVE_POLICY if any(c.selective for c in spec.checkpoints) else ""
+    imports, classes = model_source(spec) if spec.model is not None else ("", _layer_classes(spec))
     wrapping = "".join(f"\n{_INDENT * 2}{line}" for line in _wrapping_lines(spec))
     if wrapping:
         wrapping = f"\n{_INDENT}if checkpointing:{wrapping}"
@@ -224,17 +242,7 @@ def network_source(spec: NetSpec) -> str:
             else f"torch.randint({spec.vocab}, INPUT_SHAPE, generator=generator)"
         ) + ".to(DEVICE)"
     make_cotangent = "torch.ones(OUTPUT_SHAPE)" if ones else "torch.randn(OUTPUT_SHAPE, generator=generator)"
-    return f'''{_IMPORTS}{_helper_sources(spec)}{policy}
-
-class Net(nn.Module):
-{body}
-
-
-class PlainNet(Net):
-    """``Net`` without its checkpoints: the checkpointed functions are called directly."""
-
-{plain_body}
-
+    return f'''{_IMPORTS}{imports}{classes}
 
 SEED = {spec.seed}
 DTYPE = torch.{spec.dtype}

@@ -172,7 +172,8 @@ def repro_source(spec: NetSpec, failure: ParityFailure, converter: str, executor
         f"Found with {found_with(converter)}.\n"
         f"First observed: {_docstring_safe(summary)}\n"
         "Exit status: 0 thunderfx matches, 1 this failure reproduces, 2 anything else (could not run, another "
-        'failure).\nNeeds only torch and lightning-thunder.\n"""\n\n'
+        f"failure).\nNeeds only torch{', transformers' if spec.model else ''} and lightning-thunder.\n"
+        '"""\n\n'
         + _REPRO_PRELUDE
         + network_source(spec)
         + f"\n\nCONVERTER = {converter!r}\nEXECUTORS = {list(executors)!r}\nRANDOM = {spec.random}\n"
@@ -366,6 +367,9 @@ class CampaignStats:
     def _record_grid_and_errors(self, outcome: Outcome) -> None:
         """Count the valid ``outcome``'s checkpointed layers per API and dtype, and the decades of its errors."""
         spec = outcome.spec
+        if outcome.compile_report is not None and spec.model is not None and spec.checkpoint_regions:
+            cell = f"{spec.model.arch}\tgradient_checkpointing_enable\t{spec.dtype}"
+            self.checkpoint_grid[cell][0 if outcome.checkpoints_compiled else 1] += 1
         if outcome.compile_report is not None:
             for ckpt in spec.checkpoints:
                 for layer in spec.layers[ckpt.start : ckpt.stop]:

@@ -32,6 +32,7 @@ class CompileReport:
     thunder_checkpoints: int = 0
     fallback_checkpoints: int = 0
     fallback_submodules: int = 0
+    fallback_random_ops: int = 0  # random ops (dropout, rand*, bernoulli) in what ran outside thunder
     split_reasons: list[str] = field(default_factory=list)
 
     def compiled_everything(self, expected_checkpoints: int) -> bool:
@@ -50,7 +51,27 @@ def _compile_report(backend) -> CompileReport:
             else:
                 report.fallback_checkpoints += checkpoints
                 report.fallback_submodules += 1
+                report.fallback_random_ops += _random_ops(submodule)
     return report
+
+
+_RANDOM_OPS = ("dropout", "rand", "bernoulli", "normal")
+
+
+def _random_ops(module: torch.nn.Module) -> int:
+    """Calls of random ops in ``module``'s FX graph and in the graphs nested in it (checkpointed bodies)."""
+    return sum(
+        node.op in ("call_function", "call_method") and _is_random_op(node.target)
+        for graph_module in module.modules()
+        if isinstance(graph_module, torch.fx.GraphModule)
+        for node in graph_module.graph.nodes
+    )
+
+
+def _is_random_op(target) -> bool:
+    """By name: FX targets are functions, methods (by name) or OpOverloads (``aten.native_dropout.default``)."""
+    name = getattr(target, "__name__", None) or str(target)
+    return any(random in name for random in _RANDOM_OPS)
 
 
 def _fresh_copy(example: Example) -> tuple[torch.nn.Module, torch.Tensor]:

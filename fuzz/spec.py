@@ -10,6 +10,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fuzz.architectures import ZooModel, model_problems
 from fuzz.layers import LAYER_KINDS, Incoming
 
 SPEC_VERSION = 1
@@ -76,6 +77,8 @@ class NetSpec:
     set the input is an image ``(batch, features, *spatial)``: ``features`` channels, 1 to 3 spatial dims.
     ``autocast``: one of `AUTOCAST_REGIONS` (float32 networks only); "checkpoints" needs a
     checkpoint of api "checkpoint". ``inputs``: one of `INPUTS`.
+    With ``model`` set the network is that transformers model (`fuzz.architectures`) on ``(batch, seq)``
+    tokens of ``vocab``, returning its logits: no layers, no checkpoints of ours, ``features`` its hidden size.
     """
 
     features: int
@@ -91,6 +94,7 @@ class NetSpec:
     autocast: str | None = None
     inputs: str = "random"
     spatial: list[int] | None = None
+    model: ZooModel | None = None
     version: int = SPEC_VERSION
 
     @property
@@ -120,13 +124,24 @@ class NetSpec:
 
     @property
     def output_shape(self) -> tuple[int, ...]:
+        if self.model is not None:
+            return (self.batch, self.seq, self.vocab)
         out = self.incoming()[-1]
         return self._shape(out.width, out.spatial)
 
     @property
     def random(self) -> bool:
         """Whether some layer draws random numbers (dropout in training mode)."""
+        if self.model is not None:
+            return self.model.dropout > 0
         return any(LAYER_KINDS[layer.kind].random for layer in self.layers)
+
+    @property
+    def checkpoint_regions(self) -> int:
+        """How many checkpointed regions the network has: our checkpoints, or each layer of a checkpointed model."""
+        if self.model is not None:
+            return self.model.layers if self.model.checkpointing else 0
+        return len(self.checkpoints)
 
     def checkpointed(self, index: int) -> bool:
         """Whether layer ``index`` runs inside a checkpoint."""
@@ -149,6 +164,7 @@ class NetSpec:
                     **data,
                     "layers": [LayerSpec(**layer) for layer in data.get("layers", [])],
                     "checkpoints": [CheckpointSpec(**c) for c in data.get("checkpoints", [])],
+                    "model": None if data.get("model") is None else ZooModel(**data["model"]),
                 }
             )
         except TypeError as error:
@@ -180,6 +196,17 @@ def input_update_allowed(index: int, checkpointed: bool, input_is_leaf_with_grad
     return index == 0 and not checkpointed and not input_is_leaf_with_grad
 
 
+def _validate_model(spec: NetSpec) -> None:
+    for problem in model_problems(spec.model, spec.seq, spec.vocab):
+        raise SpecError(problem)
+    _require(not spec.layers and not spec.checkpoints, "a model spec has no layers or checkpoints of its own")
+    _require(spec.features == spec.model.hidden, f"features must be the model's hidden size {spec.model.hidden}")
+    _require(
+        not spec.input_requires_grad and spec.autocast is None and spec.spatial is None,
+        "a model spec takes tokens: input_requires_grad false, no autocast, no spatial",
+    )
+
+
 def validate(spec: NetSpec) -> None:
     """Raise `SpecError` unless ``spec`` describes a network the builder can build and eager can run."""
     _require(spec.version == SPEC_VERSION, f"spec version {spec.version!r} is not supported (expected {SPEC_VERSION})")
@@ -200,6 +227,9 @@ def validate(spec: NetSpec) -> None:
         spec.inputs != "ones" or spec.vocab is None or spec.vocab >= 2,
         "inputs 'ones' feeds token 1: vocab must be at least 2",
     )
+    if spec.model is not None:
+        _validate_model(spec)
+        return
     _require(len(spec.layers) >= 1, "a spec needs at least one layer")
     _require(
         spec.spatial is None

@@ -1,10 +1,12 @@
 """The property: thunderfx (with the chosen checkpoint converter) matches eager on outputs and every gradient.
 
-Two families of networks: the general layer stacks (with the op family drawn from thunder's
-OpInfos), and litgpt-style decoders around thunder's own test_checkpointing_thunderfx network
-(`fuzz.decoder`). Before them, the op sweep runs every op call of the catalog alone in a checkpoint.
+Three families of networks: the general layer stacks (with the op family drawn from thunder's
+OpInfos), litgpt-style decoders around thunder's own test_checkpointing_thunderfx network
+(`fuzz.decoder`), and the model zoo, Hugging Face transformers models with gradient checkpointing
+(`fuzz.zoo`). Before them, the op sweep runs every op call of the catalog alone in a checkpoint.
 """
 
+import importlib.util
 import sys
 from dataclasses import replace
 
@@ -19,6 +21,7 @@ from fuzz.harness import check_spec
 from fuzz.known_issue_files import recorded_spec
 from fuzz.known_issues import KNOWN_ISSUES, KnownIssue, KnownIssueChanged, installed_thunder
 from fuzz.spec import NetSpec
+from fuzz.zoo import SEED_MODEL, zoo_specs
 
 if sys.version_info < (3, 11):  # Hypothesis's own dependency there
     from exceptiongroup import ExceptionGroup
@@ -54,19 +57,30 @@ def test_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -
     _check(data.draw(campaign.specs(), label="spec"), campaign)
 
 
-@example(spec=SEED_NETWORK)
-@given(spec=decoder_specs())
-def test_decoder_ckpt_grad_parity(shard: int, spec: NetSpec, campaign: Campaign) -> None:
-    if spec == SEED_NETWORK:  # the explicit example: thunder's own network, on one shard
+def _check_family_example(shard: int, spec: NetSpec, explicit: NetSpec, campaign: Campaign) -> None:
+    """A family's drawn ``spec``, or its ``explicit`` example (run on shard 0 only), on the campaign's device."""
+    if spec == explicit:
         if shard:
             return
-        spec = checkpointing_thunderfx_spec(campaign.config.device)
     else:
         _end_if_out_of_budget(campaign)
         if campaign.config.dtypes and spec.dtype not in campaign.config.dtypes:
             reject()
-        spec = replace(spec, device=campaign.config.device)
-    _check(spec, campaign)
+    _check(replace(spec, device=campaign.config.device), campaign)
+
+
+@example(spec=SEED_NETWORK)
+@given(spec=decoder_specs())
+def test_decoder_ckpt_grad_parity(shard: int, spec: NetSpec, campaign: Campaign) -> None:
+    _check_family_example(shard, spec, SEED_NETWORK, campaign)  # thunder's own network first
+
+
+@example(spec=SEED_MODEL)
+@given(spec=zoo_specs())
+def test_zoo_ckpt_grad_parity(shard: int, spec: NetSpec, campaign: Campaign) -> None:
+    if importlib.util.find_spec("transformers") is None:
+        pytest.skip("the model-zoo family needs transformers: `make setup` installs it (pip install transformers)")
+    _check_family_example(shard, spec, SEED_MODEL, campaign)
 
 
 @pytest.mark.parametrize("issue", KNOWN_ISSUES, ids=lambda issue: issue.id)

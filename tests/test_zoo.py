@@ -1,0 +1,111 @@
+"""The model-zoo family (`fuzz.zoo`): tiny transformers models with gradient checkpointing, as plain-data specs."""
+
+import json
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+
+from fuzz.architectures import ARCHITECTURES, ZooModel
+from fuzz.harness import check_spec
+from fuzz.model_builder import build_example
+from fuzz.report import repro_source
+from fuzz.runner import run_eager
+from fuzz.spec import NetSpec, SpecError
+from fuzz.zoo import SEED_MODEL, zoo_spec, zoo_specs
+from tests.campaign_runs import run_repro
+from tests.faults import injected
+
+transformers = pytest.importorskip("transformers")
+
+
+def test_every_architecture_names_real_transformers_classes():
+    assert {"llama", "mistral", "qwen2", "gemma", "gpt2", "phi", "bert"} <= set(ARCHITECTURES)
+    for arch in ARCHITECTURES.values():
+        assert getattr(transformers, arch.config_class) and getattr(transformers, arch.model_class)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=zoo_specs())
+def test_every_drawn_model_is_valid_and_runs_eagerly(spec: NetSpec):
+    assert NetSpec.from_json(spec.to_json()) == spec
+    example = build_example(spec)
+    output, grads = run_eager(example)
+    assert output.shape == spec.output_shape and torch.isfinite(output.float()).all()
+    names = [name for name, _ in example.net.named_parameters()]
+    assert names == [name for name, _ in build_example(spec, checkpointing=False).net.named_parameters()]
+    # BertForMaskedLM's `cls.predictions.bias` is a leftover of its decoder's bias that transformers 5 no longer uses.
+    assert {name for name in names if grads[name] is None} <= {"model.cls.predictions.bias"}
+    assert example.net.model.is_gradient_checkpointing == spec.model.checkpointing
+
+
+def test_the_spec_records_architecture_and_config_as_plain_data():
+    data = json.loads(SEED_MODEL.to_json())
+    assert data["model"] == {
+        "arch": "llama",
+        "layers": 2,
+        "heads": 4,
+        "head_size": 8,
+        "kv_heads": 2,
+        "intermediate": 64,
+        "dropout": 0.0,
+        "attention": "eager",
+        "tied": False,
+        "checkpointing": True,
+    }
+    assert data["layers"] == [] and data["vocab"] == 64 and data["seq"] == 8
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"arch": "t5"}, "model.arch 't5' is not one of llama"),
+        ({"kv_heads": 3}, "model.kv_heads 3: must divide heads"),
+        ({"arch": "gpt2", "head_size": 8, "kv_heads": 2}, "gpt2 has no grouped-query attention"),
+        ({"arch": "phi", "head_size": 2, "kv_heads": 4}, "phi needs a multiple of 4"),
+        ({"dropout": 0.1, "checkpointing": False}, "model.dropout needs checkpointing"),
+        ({"attention": "flash"}, "model.attention 'flash' is not one of eager, sdpa"),
+        ({"layers": 0}, "model.layers must be a positive integer"),
+    ],
+)
+def test_an_invalid_model_is_a_one_line_spec_error(change: dict, message: str):
+    data = json.loads(SEED_MODEL.to_json())
+    data["model"].update(change)
+    with pytest.raises(SpecError, match=message):
+        NetSpec.from_dict(data)
+
+
+def test_a_model_spec_holds_no_layers_of_its_own():
+    data = json.loads(SEED_MODEL.to_json())
+    data["layers"] = [{"kind": "tanh", "params": {}, "frozen": False}]
+    with pytest.raises(SpecError, match="no layers or checkpoints of its own"):
+        NetSpec.from_dict(data)
+
+
+def test_a_gradient_fault_inside_the_models_checkpoints_is_found_and_its_repro_reproduces(tmp_path):
+    """An SDPA gradient fault in thunder's checkpointed regions: found in a Llama, checkpoint-specific; the repro
+    (plain transformers + torch + thunder, run outside this package) exits 1 with the fault and 0 without."""
+    spec = zoo_spec(
+        ZooModel("llama", heads=2, head_size=2, kv_heads=1, intermediate=4, attention="sdpa"), vocab=8, seq=3
+    )
+    with injected("sdpa-grad-x2"):
+        outcome = check_spec(spec)
+    assert outcome.failure is not None, "the fault went unnoticed"
+    assert outcome.failure.failure_class == "gradient-divergence"
+    assert outcome.failure.triage == "checkpoint-specific"
+    assert outcome.checkpoints_compiled  # thunder ran both checkpointed layers; only mask code fell back
+    repro = tmp_path / "repro.py"
+    repro.write_text(repro_source(spec, outcome.failure, "fixed"))
+    assert "import transformers" in repro.read_text() and "import fuzz" not in repro.read_text()
+    with_fault = run_repro(repro, "sdpa-grad-x2")
+    assert with_fault.returncode == 1, with_fault.stdout[-2000:] + with_fault.stderr[-2000:]
+    without = run_repro(repro, None)
+    assert without.returncode == 0, without.stdout[-2000:] + without.stderr[-2000:]
+
+
+def test_without_checkpointing_the_same_fault_is_invisible():
+    """The fault acts only in checkpointed regions: the same model without gradient checkpointing passes."""
+    model = ZooModel("llama", heads=2, head_size=2, kv_heads=1, intermediate=4, attention="sdpa", checkpointing=False)
+    with injected("sdpa-grad-x2"):
+        outcome = check_spec(zoo_spec(model, vocab=8, seq=3))
+    assert outcome.valid and outcome.failure is None, outcome.failure
