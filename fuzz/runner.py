@@ -111,6 +111,43 @@ def run_thunderfx(example: Example) -> tuple[tuple, CompileReport]:
         ours(forget_compilations)
 
 
+def run_thunderfx_self_consistency(example: Example, step: float = 1e-6) -> tuple[tuple[float, float], CompileReport]:
+    """Whether thunderfx's gradient is the derivative of its own forward, random ops included.
+
+    For a float64 ``example``: ``(gradient . v, (L(p + step v) - L(p - step v)) / (2 step))`` with
+    L = <output, cotangent>, p the parameters and v a seeded random direction. Every forward is seeded
+    alike (`fuzz.parity.forward_backward`), so each draws the same random masks as the one differentiated.
+    """
+    from thunder.dynamo import thunderfx
+
+    ours(forget_compilations)
+    try:
+        net, x = _fresh_copy(example)
+        compiled = thunderfx(net)
+        forward_backward(compiled, net, x, example.cotangent)
+        params = list(net.parameters())
+        generator = torch.Generator().manual_seed(0)
+        direction = [torch.randn(p.shape, generator=generator, dtype=p.dtype).to(p.device) for p in params]
+        analytic = sum((p.grad * d).sum().item() for p, d in zip(params, direction, strict=True) if p.grad is not None)
+
+        def loss(along: float) -> float:
+            originals = [p.detach().clone() for p in params]
+            with torch.no_grad():
+                for p, d in zip(params, direction, strict=True):
+                    p.add_(along * d)
+            torch.manual_seed(0)
+            value = (compiled(x).detach() * example.cotangent).sum().item()
+            with torch.no_grad():
+                for p, original in zip(params, originals, strict=True):
+                    p.copy_(original)
+            return value
+
+        numeric = (loss(step) - loss(-step)) / (2 * step)
+        return (analytic, numeric), ours(_compile_report, compiled._backend)
+    finally:
+        ours(forget_compilations)
+
+
 def ours(step, *args):
     """``step(*args)``, a step of the harness's own: any exception it raises becomes a `HarnessError`."""
     try:
