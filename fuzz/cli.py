@@ -2,7 +2,8 @@
 
 Exit codes: ``run``, ``replay`` and ``known-issues`` exit as pytest does (0 nothing failed, 1 something
 failed, 2 interrupted, 4 a bad option); ``check`` as a repro.py (0 thunderfx matches, 1 it fails, 2 could not
-run); ``report`` 0, or 2 when the run is not there; ``bisect`` 0 once its table is printed, 2 when the repro
+run); ``report`` 0, or 2 when the run is not there (``report --merge`` 0 when the merged campaign passed, 1 when it
+found something, 2 when the runs cannot be merged); ``bisect`` 0 once its table is printed, 2 when the repro
 ran on no version. ``--thunder VERSION`` (run, check, replay, known-issues) runs the command on that thunder,
 installed into its own cached folder over the venv's torch: a version, ``nightly`` (the newest), ``release`` or
 ``pinned``.
@@ -42,8 +43,27 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     arguments = ["--hypothesis-profile", args.profile, "--fuzz-device", args.device, "--converter", args.converter]
     arguments += ["--fuzz-artifacts", str(args.artifacts)]
     arguments += ["-n", args.jobs] if args.jobs != "0" else []
-    arguments += ["--fuzz-minutes", str(args.minutes)]
+    arguments += ["--fuzz-minutes", str(args.minutes), "--fuzz-shards", str(args.shards)]
+    if (index := _job_index(args.job_index)) is not None:
+        from fuzz.merge import job_seed
+
+        arguments += ["--fuzz-seed", str(job_seed(args.seed or 0, index, args.shards))]
+        arguments += ["--fuzz-run-id", f"{args.campaign}-job{index}"]
+    elif args.seed is not None:
+        arguments += ["--fuzz-seed", str(args.seed)]
     return _pytest([*arguments, *extra], args.argv)
+
+
+# Where schedulers put the index of one job of an array: Slurm job arrays, Kubernetes indexed Jobs.
+JOB_INDEX_VARIABLES = ("SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX")
+
+
+def _job_index(given: int | None) -> int | None:
+    """This job's index in its campaign: ``--job-index``, else the scheduler's variable, else None (not a fleet)."""
+    if given is not None:
+        return given
+    found = [os.environ[name] for name in JOB_INDEX_VARIABLES if os.environ.get(name, "").isdigit()]
+    return int(found[0]) if found else None
 
 
 def _replay(args: argparse.Namespace, extra: list[str]) -> int:
@@ -95,8 +115,28 @@ def _check(args: argparse.Namespace, extra: list[str]) -> int:
 def _report(args: argparse.Namespace, extra: list[str]) -> int:
     from fuzz.html_report import write_report
 
-    print(write_report(find_run(args.artifacts, args.run)))
-    return 0
+    if not args.merge:
+        print(write_report(find_run(args.artifacts, args.run)))
+        return 0
+    from fuzz.merge import merge_runs
+    from fuzz.run_folder import check_run_id, new_run_id
+
+    if args.run:
+        print("ckpt-fuzz report: give the runs to merge after --merge, not before it", file=sys.stderr)
+        return COULD_NOT_RUN
+    try:
+        runs = [find_run(args.artifacts, run) for run in args.merge]
+        if args.into:
+            check_run_id(args.into)
+        merged = merge_runs(runs, args.artifacts / (args.into or new_run_id("merged")))
+    except (FileNotFoundError, ValueError) as error:
+        print(f"ckpt-fuzz report --merge: {error}", file=sys.stderr)
+        return COULD_NOT_RUN
+    folder = args.artifacts / merged["run_id"]
+    print(f"{len(runs)} runs, {merged['examples']} examples, {len(merged['failures'])} distinct failure(s)")
+    print(f"result: {merged['result']}")
+    print(write_report(folder))
+    return 0 if merged["result"].startswith("passed") else 1
 
 
 def _known_issues(args: argparse.Namespace, extra: list[str]) -> int:
@@ -206,6 +246,21 @@ def _parser() -> argparse.ArgumentParser:
         help="xdist worker processes; 0: one process; auto: on CUDA --fuzz-workers-per-gpu per GPU, on CPU one per "
         "core (%(default)s)",
     )
+    run.add_argument("--shards", type=int, default=8, help="test items per family, spread over -n (%(default)s)")
+    run.add_argument(
+        "--seed",
+        type=int,
+        help="generation seed (default: a fresh one); of one job of a fleet: the campaign's base seed (default 0)",
+    )
+    run.add_argument(
+        "--job-index",
+        type=int,
+        help="this job's index in a campaign run as N jobs (default: $SLURM_ARRAY_TASK_ID or $JOB_COMPLETION_INDEX): "
+        "its seed is SEED + index x shards and its run id CAMPAIGN-job<index>",
+    )
+    run.add_argument(
+        "--campaign", default="fleet", help="the fleet campaign's name, in each job's run id (%(default)s)"
+    )
     run.add_argument("--profile", default="nightly", help="Hypothesis profile: ci, dev, nightly, replay (%(default)s)")
     run.add_argument("--converter", default="fixed", choices=CONVERTER_CHOICES, help="(default: %(default)s)")
     artifacts(run)
@@ -226,6 +281,13 @@ def _parser() -> argparse.ArgumentParser:
 
     report = command("report", _report, "render a run's report.html again; prints its path")
     report.add_argument("run", nargs="?", help="a run id under ARTIFACTS or a run folder (default: the latest)")
+    report.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="RUN",
+        help="merge these runs (the jobs of one campaign) into a new run folder ARTIFACTS/INTO with one report",
+    )
+    report.add_argument("--into", help="the merged run's id (default: a fresh one)")
     artifacts(report)
 
     known = command("known-issues", _known_issues, "re-test every known-issue entry on the installed thunder")

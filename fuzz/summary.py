@@ -36,14 +36,7 @@ def build_summary(config, stats: CampaignStats, items: ItemResults, wall_s: floa
         "found_with": found_with(config.converter),
         "seed": config.seed,
         "executors": list(config.executors) or "thunder's defaults",
-        "wall_seconds": round(wall_s, 1),
-        **stats.to_dict(),
-        "examples_per_second": round(stats.examples / wall_s, 3) if wall_s else 0.0,
-        "seconds_per_example": round(stats.seconds / stats.examples, 3) if stats.examples else None,
-        "compiled_share": round(stats.compiled / stats.valid, 4) if stats.valid else None,
-        "discarded_share": round(stats.discarded / (stats.discarded + stats.examples), 4)
-        if (stats.discarded + stats.examples)
-        else 0.0,
+        **counters(stats, wall_s),
     }
     # Shards often shrink to the same minimal failure: list each failure once (each network of one id, each in
     # its own folder), with how many found it.
@@ -54,6 +47,20 @@ def build_summary(config, stats: CampaignStats, items: ItemResults, wall_s: floa
     summary.update(items.to_dict())
     summary["replay_options"] = replay_options(config)
     return summary
+
+
+def counters(stats: CampaignStats, wall_s: float) -> dict[str, Any]:
+    """The summary's counters of ``stats`` over ``wall_s`` seconds, with the rates and shares made of them."""
+    return {
+        "wall_seconds": round(wall_s, 1),
+        **stats.to_dict(),
+        "examples_per_second": round(stats.examples / wall_s, 3) if wall_s else 0.0,
+        "seconds_per_example": round(stats.seconds / stats.examples, 3) if stats.examples else None,
+        "compiled_share": round(stats.compiled / stats.valid, 4) if stats.valid else None,
+        "discarded_share": round(stats.discarded / (stats.discarded + stats.examples), 4)
+        if (stats.discarded + stats.examples)
+        else 0.0,
+    }
 
 
 def replay_options(config) -> dict[str, Any]:

@@ -47,7 +47,9 @@ def fault_everywhere(fault: str) -> dict[str, str]:
     return {"FUZZ_INJECT_FAULT": fault, "PYTHONPATH": f"{ROOT / 'tests' / 'fault_site'}{os.pathsep}{ROOT}"}
 
 
-def run_campaign(tmp: Path, *extra: str, fault: str | None = FAULT, workers: int | str = 0) -> subprocess.CompletedProcess:
+def run_campaign(
+    tmp: Path, *extra: str, fault: str | None = FAULT, workers: int | str = 0
+) -> subprocess.CompletedProcess:
     """A campaign with ``fault`` in thunder (in every process it starts, see `fault_everywhere`)."""
     env = {**os.environ, **(fault_everywhere(fault) if fault else {}), "FUZZ_FAULT_MARKER": str(tmp / "fault-marker")}
     command = campaign_command(tmp, *extra, workers=workers)

@@ -1,0 +1,125 @@
+"""One campaign as N scheduler jobs (a Slurm job array, a Kubernetes indexed Job): index -> seed, the launch
+files, and `ckpt-fuzz report --merge` over the jobs' run folders (3 local jobs on one loopback Redis)."""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fuzz.cli import _parser
+from fuzz.merge import job_seed
+from tests.campaign_runs import ROOT, fault_everywhere
+from tests.test_fleet import redis_url  # noqa: F401 (the fixture)
+
+SLURM_SCRIPT = ROOT / "deploy" / "slurm" / "ckpt-fuzz-array.sbatch"
+K8S_JOB = ROOT / "deploy" / "kubernetes" / "ckpt-fuzz-indexed-job.yaml"
+
+
+def test_every_shard_of_every_job_gets_its_own_seed():
+    shards, jobs = 8, 5
+    seeds = [job_seed(100, job, shards) + shard for job in range(jobs) for shard in range(shards)]
+    assert len(set(seeds)) == jobs * shards and min(seeds) == 100
+    assert [job_seed(0, job, 8) for job in range(3)] == [0, 8, 16]
+    with pytest.raises(ValueError, match="index -1"):
+        job_seed(0, -1, 8)
+
+
+def _run_arguments(command: list[str]):
+    """``ckpt-fuzz run`` arguments as the CLI parses them (the extra ones go to pytest)."""
+    assert command[1] == "run", command
+    return _parser().parse_known_args(command[1:])
+
+
+def test_the_slurm_array_script_runs_the_task_as_that_job(tmp_path):
+    """A shell-level dry run: the script with Slurm's variables, ``ckpt-fuzz`` replaced by ``echo``."""
+    env = {
+        **os.environ,
+        "SLURM_ARRAY_TASK_ID": "2",
+        "SLURM_ARRAY_JOB_ID": "4711",
+        "FUZZ_REDIS": "redis://10.0.0.5:6379/0",
+        "CKPT_FUZZ": "echo ckpt-fuzz",
+        "MINUTES": "30",
+    }
+    dry = subprocess.run(["bash", str(SLURM_SCRIPT)], env=env, capture_output=True, text=True, timeout=30)
+    assert dry.returncode == 0, dry.stderr
+    args, extra = _run_arguments(shlex.split(dry.stdout))
+    assert (args.job_index, args.seed, args.campaign, args.minutes) == (2, 0, "ckpt-fuzz-4711", 30.0)
+    assert extra[:2] == ["--fuzz-database", "redis://10.0.0.5:6379/0"]
+    missing = subprocess.run(["bash", str(SLURM_SCRIPT)], env={**env, "FUZZ_REDIS": ""}, capture_output=True, text=True)
+    assert missing.returncode != 0 and "set FUZZ_REDIS" in missing.stderr
+
+
+def test_the_kubernetes_manifest_is_a_valid_indexed_job():
+    from kubernetes.client import ApiClient, V1Job
+
+    manifest = yaml.safe_load(K8S_JOB.read_text())
+    client = ApiClient()
+    # Deserializing into the client's V1Job checks types and required fields; serializing it back drops any field the
+    # Job schema does not have, so the round trip must give the manifest back unchanged.
+    job = client._ApiClient__deserialize(manifest, "V1Job")
+    assert isinstance(job, V1Job)
+    assert client.sanitize_for_serialization(job) == manifest
+    assert (job.api_version, job.kind, job.spec.completion_mode) == ("batch/v1", "Job", "Indexed")
+    assert job.spec.completions == job.spec.parallelism and job.spec.template.spec.restart_policy == "Never"
+    (container,) = job.spec.template.spec.containers
+    args, extra = _run_arguments(container.command)
+    assert container.command[0].endswith("ckpt-fuzz") and args.job_index is None  # from $JOB_COMPLETION_INDEX
+    assert any(option.startswith("--fuzz-database=redis://") for option in extra)
+
+
+def _job(index: int, redis: str, root: Path) -> subprocess.Popen:
+    """Job ``index`` of a 3-job campaign with a faulty tanh gradient, as the scheduler would start it."""
+    command = [
+        *(sys.executable, "-m", "fuzz.cli", "run", "--minutes", "0.5", "-n", "0", "--device", "cpu"),
+        *("--shards", "1", "--seed", "0", "--campaign", "local", "--artifacts", str(root)),
+        *("-p", "tests.faults", "-k", "not decoder and not sweep and not zoo", "--fuzz-layers", "tanh,relu"),
+        *("--fuzz-dtypes", "float32", "--fuzz-database", redis),
+    ]
+    env = {**os.environ, **fault_everywhere("tanh-grad-x2"), "JOB_COMPLETION_INDEX": str(index)}
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_three_jobs_on_one_redis_merge_into_one_summary_without_duplicates(redis_url, tmp_path):  # noqa: F811
+    root = tmp_path / "artifacts"
+    jobs = [_job(index, redis_url, root) for index in range(3)]
+    outputs = [job.communicate(timeout=900)[0] for job in jobs]
+    assert [job.returncode for job in jobs] == [1, 1, 1], "\n".join(output[-2000:] for output in outputs)
+    summaries = [json.loads((root / f"local-job{i}" / "summary.json").read_text()) for i in range(3)]
+    assert [summary["seed"] for summary in summaries] == [0, 1, 2]  # job i: seed 0 + i x 1 shard
+    merge = subprocess.run(
+        [sys.executable, "-m", "fuzz.cli", "report", "--artifacts", str(root), "--into", "merged", "--merge"]
+        + [str(root / f"local-job{i}") for i in range(3)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert merge.returncode == 1, merge.stdout + merge.stderr  # the merged campaign found the fault
+    merged = json.loads((root / "merged" / "summary.json").read_text())
+    print(
+        f"jobs: examples {[s['examples'] for s in summaries]}, failures {[len(s['failures']) for s in summaries]}; "
+        f"merged: {merged['examples']} examples, {[(f['id'], f['found_by_jobs']) for f in merged['failures']]}"
+    )
+    assert merged["merged_from"] == ["local-job0", "local-job1", "local-job2"]
+    for counter in ("examples", "valid", "compiled_by_thunder", "repeats", "discarded"):
+        assert merged[counter] == sum(summary[counter] for summary in summaries), counter
+    distinct = {failure["id"] for summary in summaries for failure in summary["failures"]}
+    assert sorted(failure["id"] for failure in merged["failures"]) == sorted(distinct)  # each failure once
+    for failure in merged["failures"]:
+        found_by = [s for s in summaries if failure["id"] in {f["id"] for f in s["failures"]}]
+        assert failure["found_by_jobs"] == len(found_by)
+        assert (root / "merged" / failure["id"] / "repro.py").is_file()
+    assert merged["result"].startswith("failed: ") and (root / "merged" / "report.html").is_file()
+    again = subprocess.run(
+        [sys.executable, "-m", "fuzz.cli", "report", "--artifacts", str(root), "--into", "merged", "--merge"]
+        + [str(root / f"local-job{i}") for i in range(3)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 2 and "exists; a merge never overwrites a run" in again.stderr
