@@ -7,7 +7,7 @@ JOBS ?= 2
 PYTEST_ARGS ?=
 THUNDER ?= pinned
 
-.PHONY: setup campaign nightly replay report known-issues test lint benchmark
+.PHONY: setup campaign nightly replay report known-issues test test-full pytest lint benchmark
 setup: $(VENV)/.installed
 	@$(PY) -m fuzz.thunder_versions use $(THUNDER)
 
@@ -44,9 +44,18 @@ report: setup
 known-issues: setup
 	$(VENV)/bin/ckpt-fuzz known-issues --device cpu
 
+# CI's gate (under 20 minutes on 2 cores): the self-tests but the slow ones, and a derandomized campaign of 2 shards.
 test: setup
 	$(PY) -m ruff check .
-	$(PY) -m pytest tests/ fuzz/ -n $(JOBS) --dist loadfile --hypothesis-profile ci --fuzz-device cpu -q -ra --durations=12 $(PYTEST_ARGS); rc=$$?; \
+	$(MAKE) --no-print-directory pytest SELECT='-m "not slow" --fuzz-shards 2'
+
+# Everything: the slow self-tests too (about 50 minutes on 2 cores), and the campaign's 8 shards.
+test-full: setup
+	$(PY) -m ruff check .
+	$(MAKE) --no-print-directory pytest SELECT=
+
+pytest:
+	$(PY) -m pytest tests/ fuzz/ -n $(JOBS) --dist loadfile --hypothesis-profile ci --fuzz-device cpu -q -ra --durations=12 $(SELECT) $(PYTEST_ARGS); rc=$$?; \
 		if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
 lint: setup

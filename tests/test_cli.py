@@ -134,6 +134,7 @@ def test_run_then_replay_then_report_each_run_in_its_own_folder(tmp_path):
     assert (first / "report.html").is_file()
 
 
+@pytest.mark.slow
 def test_known_issues_retests_every_registry_entry(tmp_path):
     # The slow entries hit the short time limit, which is one of their registered failure classes; 30 s leaves the
     # slowest of the others (max(dim) ties, attention under autocast: 10-20 s alone) room on a loaded machine.

@@ -103,6 +103,7 @@ def test_every_drawn_decoder_is_valid_and_runs_eagerly(spec: NetSpec):
     assert all(grads[name] is not None for name in names)
 
 
+@pytest.mark.slow
 def test_a_fault_in_attention_shrinks_to_one_small_block(tmp_path):
     """An SDPA gradient fault inside checkpoints: the decoder family finds it and shrinks block by block, dim by dim."""
     run = run_campaign(

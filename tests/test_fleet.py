@@ -52,6 +52,7 @@ def redis_url():
         server.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_two_concurrent_machines_share_and_replay_each_others_failures(redis_url, tmp_path):
     # Two "machines" (separate artifact and local directories, different seeds) run at once on one
     # Redis database; one has the faulty thunder and finds the fault (a small vocabulary with tanh

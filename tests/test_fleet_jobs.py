@@ -84,6 +84,7 @@ def _job(index: int, redis: str, root: Path) -> subprocess.Popen:
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+@pytest.mark.slow
 def test_three_jobs_on_one_redis_merge_into_one_summary_without_duplicates(redis_url, tmp_path):  # noqa: F811
     root = tmp_path / "artifacts"
     jobs = [_job(index, redis_url, root) for index in range(3)]

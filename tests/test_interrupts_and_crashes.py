@@ -18,7 +18,15 @@ from fuzz.spec import NetSpec
 from tests.campaign_runs import FAULT, ROOT, campaign_command, run_campaign, run_repro
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
+@pytest.mark.parametrize(
+    "stop",
+    [
+        pytest.param(signal.SIGINT, marks=pytest.mark.slow),
+        signal.SIGTERM,
+        pytest.param(signal.SIGKILL, marks=pytest.mark.slow),
+    ],
+    ids=lambda s: s.name,
+)
 def test_an_interrupted_campaign_keeps_the_failure_it_had_found(tmp_path, stop):
     # SIGKILL stands for a crashed or killed worker: no handler runs, and still nothing found is lost.
     env = {**os.environ, "FUZZ_INJECT_FAULT": FAULT}
@@ -44,6 +52,7 @@ def test_an_interrupted_campaign_keeps_the_failure_it_had_found(tmp_path, stop):
     assert list((tmp_path / "db").rglob("*")), "the failing example is in the database too"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["tanh-segfault-once", "tanh-hang-once"])
 def test_a_dead_worker_is_reported_and_the_campaign_goes_on(tmp_path, fault):
     # The first tanh thunder sees kills its xdist worker (a segfault) or hangs it where the

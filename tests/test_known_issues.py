@@ -16,6 +16,7 @@ def test_known_issue_has_a_matching_spec_and_a_current_standalone_repro(issue):
     assert repro == expected_repro(issue.id), "stale repro: run `python -m fuzz.known_issue_files`"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("issue", [i for i in KNOWN_ISSUES if not i.slow], ids=lambda issue: issue.id)
 def test_known_issue_is_as_its_version_record_expects_on_the_installed_thunder(issue):
     # When this fails, thunder fixed the bug (or it came back after its recorded fix): record the version range

@@ -23,6 +23,7 @@ _DILATED_CONV = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("fault", "layers", "signature", "minimal"),
     [

@@ -97,6 +97,7 @@ def faulty_op_campaign(tmp_path_factory):
     return run, (tmp / "artifacts" / "latest").resolve()
 
 
+@pytest.mark.slow
 def test_a_fault_in_one_non_default_argument_is_found_and_shrunk_to_that_call_alone(faulty_op_campaign):
     run, artifacts = faulty_op_campaign
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]

@@ -92,6 +92,7 @@ def test_an_unknown_thunder_version_is_a_one_line_error_before_anything_runs():
     assert made.returncode == 2 and "THUNDER=0.2.99" in made.stderr and "nearest available:" in made.stderr
 
 
+@pytest.mark.slow
 def test_the_newest_nightly_runs_a_repro_and_bisection_names_the_version_that_fixed_it():
     """narrow-then-inplace-crash reproduces on the pinned release and is fixed on the newest nightly (measured when
     issue 16 was filed): `check --thunder` and `bisect` on those two versions install one wheel."""

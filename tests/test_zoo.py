@@ -82,6 +82,7 @@ def test_a_model_spec_holds_no_layers_of_its_own():
         NetSpec.from_dict(data)
 
 
+@pytest.mark.slow
 def test_a_gradient_fault_inside_the_models_checkpoints_is_found_and_its_repro_reproduces(tmp_path):
     """An SDPA gradient fault in thunder's checkpointed regions: found in a Llama, checkpoint-specific; the repro
     (plain transformers + torch + thunder, run outside this package) exits 1 with the fault and 0 without."""
