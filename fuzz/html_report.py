@@ -109,10 +109,21 @@ def _network(spec_path: Path) -> str:
         spec = json.loads(spec_path.read_text())
     except (OSError, ValueError) as error:
         return f"<i>spec unreadable: {_e(error)}</i>"
-    shape = [spec.get("batch"), *(spec.get("spatial") or ([spec["seq"]] if spec.get("seq") else [])), spec["features"]]
-    layers = " → ".join(layer["params"].get("op", layer["kind"]) for layer in spec["layers"])
-    checkpoints = ", ".join(f"{c.get('api', 'checkpoint')}[{c['start']}:{c['stop']}]" for c in spec["checkpoints"])
-    line = f"{spec['dtype']} input {tuple(shape)}: {layers or 'no layers'}; {checkpoints or 'no checkpoint'}"
+    if model := spec.get("model"):
+        sizes = ", ".join(f"{key} {value}" for key, value in model.items() if key != "arch")
+        line = (
+            f"{spec['dtype']} tokens ({spec['batch']}, {spec['seq']}) of {spec['vocab']}: transformers {model['arch']}"
+        )
+        line += f" ({sizes})"
+    else:
+        shape = [
+            spec.get("batch"),
+            *(spec.get("spatial") or ([spec["seq"]] if spec.get("seq") else [])),
+            spec["features"],
+        ]
+        layers = " → ".join(layer["params"].get("op", layer["kind"]) for layer in spec["layers"])
+        checkpoints = ", ".join(f"{c.get('api', 'checkpoint')}[{c['start']}:{c['stop']}]" for c in spec["checkpoints"])
+        line = f"{spec['dtype']} input {tuple(shape)}: {layers or 'no layers'}; {checkpoints or 'no checkpoint'}"
     return f"{_e(line)}<details><summary>spec.json</summary><pre>{_e(json.dumps(spec, indent=1))}</pre></details>"
 
 
