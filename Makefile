@@ -7,7 +7,7 @@ JOBS ?= 2
 PYTEST_ARGS ?=
 THUNDER ?= pinned
 
-.PHONY: setup campaign nightly replay report known-issues test test-full pytest lint benchmark
+.PHONY: setup campaign nightly replay report known-issues test test-full pytest lint gpu-smoke benchmark
 setup: $(VENV)/.installed
 	@$(PY) -m fuzz.thunder_versions use $(THUNDER)
 
@@ -60,6 +60,14 @@ pytest:
 
 lint: setup
 	$(PY) -m ruff check . && $(PY) -m ruff format --check .
+
+# The first run on a CUDA machine (tools/gpu_smoke.py): installs this package against the machine's own torch, then
+# the seed network with both converters, short general and model-zoo campaigns (--converter both) and the tolerance
+# calibration on CUDA, all in GPU_SMOKE_OUT.
+GPU_SMOKE_OUT ?= gpu-smoke
+gpu-smoke:
+	$(PYTHON) -m pip install -q -e . 2>&1 | tail -3
+	$(PYTHON) tools/gpu_smoke.py --out $(GPU_SMOKE_OUT)
 
 benchmark: setup
 	$(PY) -m tools.benchmark

@@ -1,6 +1,7 @@
 """Measure thunderfx's and eager's numerical error against float64, per dtype, to justify `fuzz.parity.TOLERANCES`.
 
     .venv/bin/python tools/calibrate_tolerances.py --examples 100 --dtypes bfloat16,float16,float32 --out calib.json
+    [--device cuda]
 
 Draws deterministic networks (no random layers, no known issues) with the campaign's strategy,
 runs eager, the float64 reference and thunderfx, and records for every compared tensor the
@@ -95,10 +96,11 @@ def main() -> int:
     parser.add_argument("--examples", type=int, default=60, help="examples drawn per dtype")
     parser.add_argument("--dtypes", default="float32,bfloat16,float16")
     parser.add_argument("--out", type=Path, default=Path("calibration.json"))
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the networks run (cpu)")
     args = parser.parse_args()
     rows: list[dict] = []
     for dtype in args.dtypes.split(","):
-        specs = net_specs(dtypes=[dtype]).filter(lambda s: not s.random and not known_issues_for(s))
+        specs = net_specs(device=args.device, dtypes=[dtype]).filter(lambda s: not s.random and not known_issues_for(s))
         settings(max_examples=args.examples, database=None, deadline=None, suppress_health_check=list(HealthCheck))(
             given(specs)(lambda spec: rows.extend(_measure(spec)))
         )()
