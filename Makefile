@@ -66,7 +66,7 @@ lint: setup
 # calibration on CUDA, all in GPU_SMOKE_OUT.
 GPU_SMOKE_OUT ?= gpu-smoke
 gpu-smoke:
-	$(PYTHON) -m pip install -q -e . 2>&1 | tail -3
+	$(PYTHON) -m pip install -q -e .
 	$(PYTHON) tools/gpu_smoke.py --out $(GPU_SMOKE_OUT)
 
 benchmark: setup

@@ -3,10 +3,10 @@
 Exit codes: ``run``, ``replay`` and ``known-issues`` exit as pytest does (0 nothing failed, 1 something
 failed, 2 interrupted, 4 a bad option); ``check`` as a repro.py (0 thunderfx matches, 1 it fails, 2 could not
 run); ``report`` 0, or 2 when the run is not there (``report --merge`` 0 when the merged campaign passed, 1 when it
-found something, 2 when the runs cannot be merged); ``bisect`` 0 once its table is printed, 2 when the repro
-ran on no version. ``--thunder VERSION`` (run, check, replay, known-issues) runs the command on that thunder,
-installed into its own cached folder over the venv's torch: a version, ``nightly`` (the newest), ``release`` or
-``pinned``.
+found something, 2 when the runs cannot be merged or a job did not complete); ``bisect`` 0 once its table is
+printed, 2 when the repro ran on no version. ``--thunder VERSION`` (run, check, replay, known-issues) runs the
+command on that thunder, installed into its own cached folder over the venv's torch: a version, ``nightly`` (the
+newest), ``release`` or ``pinned``.
 """
 
 from __future__ import annotations
@@ -45,15 +45,24 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     arguments += ["-n", args.jobs] if args.jobs != "0" else []
     arguments += ["--fuzz-minutes", str(args.minutes), "--fuzz-shards", str(args.shards)]
     if (index := _job_index(args.job_index)) is not None:
-        from fuzz.merge import job_seed
+        from fuzz.merge import campaign_seed, job_seed
 
-        arguments += ["--fuzz-seed", str(job_seed(args.seed or 0, index, args.shards))]
+        if clashing := [option for option in extra if option.split("=")[0] in _SET_BY_JOB]:
+            print(
+                f"ckpt-fuzz run: {', '.join(clashing)} would undo the job's own (use --shards and --seed)",
+                file=sys.stderr,
+            )
+            return 4
+        base = args.seed if args.seed is not None else campaign_seed(args.campaign)
+        arguments += ["--fuzz-seed", str(job_seed(base, index, args.shards))]
         arguments += ["--fuzz-run-id", f"{args.campaign}-job{index}"]
     elif args.seed is not None:
         arguments += ["--fuzz-seed", str(args.seed)]
     return _pytest([*arguments, *extra], args.argv)
 
 
+# What `run` sets for one job of a fleet; the same pytest options among the extra ones would silently win.
+_SET_BY_JOB = ("--fuzz-seed", "--fuzz-shards", "--fuzz-run-id")
 # Where schedulers put the index of one job of an array: Slurm job arrays, Kubernetes indexed Jobs.
 JOB_INDEX_VARIABLES = ("SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX")
 
@@ -136,7 +145,8 @@ def _report(args: argparse.Namespace, extra: list[str]) -> int:
     print(f"{len(runs)} runs, {merged['examples']} examples, {len(merged['failures'])} distinct failure(s)")
     print(f"result: {merged['result']}")
     print(write_report(folder))
-    return 0 if merged["result"].startswith("passed") else 1
+    result = merged["result"]
+    return 0 if result.startswith("passed") else 1 if result.startswith("failed") else COULD_NOT_RUN
 
 
 def _known_issues(args: argparse.Namespace, extra: list[str]) -> int:
@@ -250,7 +260,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--seed",
         type=int,
-        help="generation seed (default: a fresh one); of one job of a fleet: the campaign's base seed (default 0)",
+        help="generation seed (default: a fresh one); of one job of a fleet: the campaign's base seed (default: one "
+        "derived from --campaign, so each campaign draws its own networks)",
     )
     run.add_argument(
         "--job-index",

@@ -33,15 +33,25 @@ def parse_gpu_list(text: str) -> tuple[str, ...]:
 def visible_gpus(requested: str | None) -> tuple[str, ...]:
     """The GPUs a campaign spreads its workers over: ``requested`` (``--fuzz-gpus``), else those CUDA sees here.
 
-    Ids are what ``CUDA_VISIBLE_DEVICES`` takes: the ``--fuzz-gpus`` values as given, else the entries of
-    the ``CUDA_VISIBLE_DEVICES`` the run inherited, else ``0 .. count-1``. Empty without CUDA.
+    Ids are what ``CUDA_VISIBLE_DEVICES`` takes. Where the run inherited a ``CUDA_VISIBLE_DEVICES`` (a Slurm or
+    Kubernetes allocation), ``--fuzz-gpus`` counts from 0 within it and maps to its entries; otherwise its values are
+    taken as given. Without ``--fuzz-gpus``: the inherited entries, else ``0 .. count-1``; empty without CUDA.
     """
+    inherited = [part.strip() for part in os.environ.get(VISIBLE_DEVICES, "").split(",") if part.strip()]
     if requested is not None:
-        return parse_gpu_list(requested)
+        chosen = parse_gpu_list(requested)
+        if not inherited:
+            return chosen
+        outside = [gpu for gpu in chosen if not (gpu.isdigit() and int(gpu) < len(inherited))]
+        if outside:
+            raise ValueError(
+                f"--fuzz-gpus {requested!r}: {', '.join(outside)} not among the {len(inherited)} GPUs this run was "
+                f"given ({VISIBLE_DEVICES}={','.join(inherited)}); count them from 0"
+            )
+        return tuple(inherited[int(gpu)] for gpu in chosen)
     import torch
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    inherited = [part.strip() for part in os.environ.get(VISIBLE_DEVICES, "").split(",") if part.strip()]
     return tuple(inherited[:count]) if len(inherited) >= count > 0 else tuple(str(i) for i in range(count))
 
 

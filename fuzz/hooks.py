@@ -63,7 +63,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("fuzz_shards") < 1:
         raise pytest.UsageError(f"--fuzz-shards must be at least 1, got {config.getoption('fuzz_shards')}")
     try:
-        device = resolve_device(config.getoption("fuzz_device"))
+        # A worker takes the controller's device: pinned to a GPU that is not there, "auto" would quietly become cpu.
+        device = getattr(config, "workerinput", {}).get("fuzz_device") or resolve_device(
+            config.getoption("fuzz_device")
+        )
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
     location = config.getoption("fuzz_database") or default_location()
@@ -191,6 +194,7 @@ def pytest_configure_node(node) -> None:
     campaign_config = node.config.stash[CAMPAIGN].config
     node.workerinput["fuzz_seed"] = campaign_config.seed
     node.workerinput["fuzz_run_id"] = campaign_config.run_id
+    node.workerinput["fuzz_device"] = campaign_config.device
     if campaign_config.gpus:
         node.workerinput["fuzz_gpu"] = gpu_of_worker(node.workerinput["workerid"], campaign_config.gpus)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,11 @@ from fuzz.summary import counters
 
 class MergeError(ValueError):
     """Run folders that cannot be merged; the message says which and why."""
+
+
+def campaign_seed(campaign: str) -> int:
+    """A fleet campaign's default base seed: the same for every job of it, another for the next campaign."""
+    return zlib.crc32(campaign.encode())
 
 
 def job_seed(base_seed: int, job_index: int, shards: int) -> int:
@@ -70,9 +76,13 @@ def merge_runs(runs: list[Path], into: Path) -> dict[str, Any]:
     summaries = [_read(run) for run in runs]
     if into.exists():
         raise MergeError(f"{into} exists; a merge never overwrites a run")
+    same = {key: _same(summaries, key) for key in ("profile", "device", "converter", "found_with", "executors")}
+    replay_options = _same(summaries, "replay_options")
     stats = CampaignStats()
     for summary in summaries:
-        stats.merge(CampaignStats.from_dict(summary))
+        job = CampaignStats.from_dict(summary)
+        job.gpus = {f"{summary['run_id']}/{worker}": gpu for worker, gpu in job.gpus.items()}  # every job has a gw0
+        stats.merge(job)
     wall = max(summary["wall_seconds"] for summary in summaries)
     into.mkdir(parents=True)
     failures: dict[str, dict[str, Any]] = {}
@@ -88,7 +98,7 @@ def merge_runs(runs: list[Path], into: Path) -> dict[str, Any]:
         "run_id": into.name,
         "merged_from": [summary["run_id"] for summary in summaries],
         "command": " && ".join(summary["command"] for summary in summaries),
-        **{key: _same(summaries, key) for key in ("profile", "device", "converter", "found_with", "executors")},
+        **same,
         "seed": [summary["seed"] for summary in summaries],
         **counters(stats, wall),
         "failures": list(failures.values()),
@@ -98,7 +108,7 @@ def merge_runs(runs: list[Path], into: Path) -> dict[str, Any]:
         "harness_errors": [error for summary in summaries for error in summary["harness_errors"]],
         "other_failed_tests": [test for summary in summaries for test in summary["other_failed_tests"]],
         "warnings": dict(sum((Counter(summary["warnings"]) for summary in summaries), Counter())),
-        "replay_options": _same(summaries, "replay_options"),
+        "replay_options": replay_options,
     }
     merged["result"] = _result(merged, [summary["result"] for summary in summaries])
     write_atomically(into / SUMMARY, json.dumps(merged, indent=2, sort_keys=True))

@@ -98,7 +98,8 @@ _IMPORT_NOISE = (
 _FILTERWARNINGS = ("ignore:torch.is_autocast_cpu_enabled:DeprecationWarning", "ignore::FutureWarning")
 
 
-@pytest.hookimpl(optionalhook=True)  # an xdist hook; it runs before pytest_configure
+# tryfirst: xdist answers this firstresult hook too (with its core count), and its plugin registers after ours.
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # an xdist hook; it runs before pytest_configure
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` on CUDA (or with ``--fuzz-gpus``): `fuzz.gpus.auto_worker_count`; on CPU xdist's own count."""
     from fuzz.gpus import auto_worker_count, visible_gpus
@@ -112,7 +113,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
         gpus = visible_gpus(config.getoption("fuzz_gpus"))
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
-    return auto_worker_count(len(gpus), per_gpu, os.cpu_count() or 1) if gpus else None
+    return auto_worker_count(len(gpus), per_gpu, len(os.sched_getaffinity(0))) if gpus else None
 
 
 @pytest.hookimpl(tryfirst=True)

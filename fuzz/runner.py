@@ -32,7 +32,6 @@ class CompileReport:
     thunder_checkpoints: int = 0
     fallback_checkpoints: int = 0
     fallback_submodules: int = 0
-    fallback_random_ops: int = 0  # random ops (dropout, rand*, bernoulli) in what ran outside thunder
     split_reasons: list[str] = field(default_factory=list)
 
     def compiled_everything(self, expected_checkpoints: int) -> bool:
@@ -51,27 +50,7 @@ def _compile_report(backend) -> CompileReport:
             else:
                 report.fallback_checkpoints += checkpoints
                 report.fallback_submodules += 1
-                report.fallback_random_ops += _random_ops(submodule)
     return report
-
-
-_RANDOM_OPS = ("dropout", "rand", "bernoulli", "normal")
-
-
-def _random_ops(module: torch.nn.Module) -> int:
-    """Calls of random ops in ``module``'s FX graph and in the graphs nested in it (checkpointed bodies)."""
-    return sum(
-        node.op in ("call_function", "call_method") and _is_random_op(node.target)
-        for graph_module in module.modules()
-        if isinstance(graph_module, torch.fx.GraphModule)
-        for node in graph_module.graph.nodes
-    )
-
-
-def _is_random_op(target) -> bool:
-    """By name: FX targets are functions, methods (by name) or OpOverloads (``aten.native_dropout.default``)."""
-    name = getattr(target, "__name__", None) or str(target)
-    return any(random in name for random in _RANDOM_OPS)
 
 
 def _fresh_copy(example: Example) -> tuple[torch.nn.Module, torch.Tensor]:
@@ -111,10 +90,12 @@ def run_thunderfx(example: Example) -> tuple[tuple, CompileReport]:
         ours(forget_compilations)
 
 
-def run_thunderfx_self_consistency(example: Example, step: float = 1e-6) -> tuple[tuple[float, float], CompileReport]:
+def run_thunderfx_self_consistency(
+    example: Example, step: float = 1e-6
+) -> tuple[tuple[float, float, float], CompileReport]:
     """Whether thunderfx's gradient is the derivative of its own forward, random ops included.
 
-    For a float64 ``example``: ``(gradient . v, (L(p + step v) - L(p - step v)) / (2 step))`` with
+    For a float64 ``example``: ``(gradient . v, (L(p + step v) - L(p - step v)) / (2 step), L(p))`` with
     L = <output, cotangent>, p the parameters and v a seeded random direction. Every forward is seeded
     alike (`fuzz.parity.forward_backward`), so each draws the same random masks as the one differentiated.
     """
@@ -124,7 +105,7 @@ def run_thunderfx_self_consistency(example: Example, step: float = 1e-6) -> tupl
     try:
         net, x = _fresh_copy(example)
         compiled = thunderfx(net)
-        forward_backward(compiled, net, x, example.cotangent)
+        output, _ = forward_backward(compiled, net, x, example.cotangent)
         params = list(net.parameters())
         generator = torch.Generator().manual_seed(0)
         direction = [torch.randn(p.shape, generator=generator, dtype=p.dtype).to(p.device) for p in params]
@@ -143,7 +124,8 @@ def run_thunderfx_self_consistency(example: Example, step: float = 1e-6) -> tupl
             return value
 
         numeric = (loss(step) - loss(-step)) / (2 * step)
-        return (analytic, numeric), ours(_compile_report, compiled._backend)
+        loss_at_p = (output * example.cotangent).sum().item()
+        return (analytic, numeric, loss_at_p), ours(_compile_report, compiled._backend)
     finally:
         ours(forget_compilations)
 

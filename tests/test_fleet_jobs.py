@@ -20,6 +20,19 @@ SLURM_SCRIPT = ROOT / "deploy" / "slurm" / "ckpt-fuzz-array.sbatch"
 K8S_JOB = ROOT / "deploy" / "kubernetes" / "ckpt-fuzz-indexed-job.yaml"
 
 
+def test_a_job_refuses_pytest_options_that_would_undo_its_seed_or_folder(capsys):
+    from fuzz.cli import main
+
+    assert main(["run", "--job-index", "1", "--fuzz-seed", "3"]) == 4
+    assert "--fuzz-seed would undo the job's own" in capsys.readouterr().err
+
+
+def test_every_campaign_gets_its_own_default_seed():
+    from fuzz.merge import campaign_seed
+
+    assert campaign_seed("ckpt-fuzz-4711") == campaign_seed("ckpt-fuzz-4711") != campaign_seed("ckpt-fuzz-4712")
+
+
 def test_every_shard_of_every_job_gets_its_own_seed():
     shards, jobs = 8, 5
     seeds = [job_seed(100, job, shards) + shard for job in range(jobs) for shard in range(shards)]
@@ -48,7 +61,11 @@ def test_the_slurm_array_script_runs_the_task_as_that_job(tmp_path):
     dry = subprocess.run(["bash", str(SLURM_SCRIPT)], env=env, capture_output=True, text=True, timeout=30)
     assert dry.returncode == 0, dry.stderr
     args, extra = _run_arguments(shlex.split(dry.stdout))
-    assert (args.job_index, args.seed, args.campaign, args.minutes) == (2, 0, "ckpt-fuzz-4711", 30.0)
+    assert (args.job_index, args.seed, args.campaign, args.minutes) == (2, None, "ckpt-fuzz-4711", 30.0)
+    requeued = subprocess.run(["bash", str(SLURM_SCRIPT)], env={**env, "SLURM_RESTART_COUNT": "1", "SEED": "7"},
+                              capture_output=True, text=True, timeout=30)  # fmt: skip
+    args, _ = _run_arguments(shlex.split(requeued.stdout))
+    assert (args.campaign, args.seed) == ("ckpt-fuzz-4711-r1", 7)
     assert extra[:2] == ["--fuzz-database", "redis://10.0.0.5:6379/0"]
     missing = subprocess.run(["bash", str(SLURM_SCRIPT)], env={**env, "FUZZ_REDIS": ""}, capture_output=True, text=True)
     assert missing.returncode != 0 and "set FUZZ_REDIS" in missing.stderr
@@ -69,7 +86,65 @@ def test_the_kubernetes_manifest_is_a_valid_indexed_job():
     (container,) = job.spec.template.spec.containers
     args, extra = _run_arguments(container.command)
     assert container.command[0].endswith("ckpt-fuzz") and args.job_index is None  # from $JOB_COMPLETION_INDEX
+    assert args.campaign == "$(CAMPAIGN)" and container.env[0].name == "CAMPAIGN"  # the Job's own name
+    assert container.env[0].value_from.field_ref.field_path == "metadata.labels['batch.kubernetes.io/job-name']"
     assert any(option.startswith("--fuzz-database=redis://") for option in extra)
+
+
+def _summary(run_id: str, examples: int, failure_ids: list[str], result: str) -> dict:
+    from fuzz.report import CampaignStats
+
+    stats = CampaignStats(examples=examples, valid=examples, gpus={"gw0": "0"})
+    return {
+        "run_id": run_id, "command": f"ckpt-fuzz run ({run_id})", "profile": "nightly", "device": "cpu",
+        "converter": "fixed", "found_with": "thunder X", "executors": [], "seed": 0, "wall_seconds": 10.0,
+        **stats.to_dict(),
+        "failures": [{"id": i, "repro": f"{i}/repro.py", "found_by_shards": 1} for i in failure_ids],
+        "items_out_of_budget_before_first_example": 0, "harness_errors": [], "other_failed_tests": [],
+        "warnings": {}, "replay_options": {"fuzz-shards": 8}, "result": result,
+    }  # fmt: skip
+
+
+def _write_run(root: Path, summary: dict) -> Path:
+    folder = root / summary["run_id"]
+    for failure in summary["failures"]:
+        (folder / failure["id"]).mkdir(parents=True)
+        (folder / failure["id"] / "repro.py").write_text("# repro\n")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "summary.json").write_text(json.dumps(summary))
+    return folder
+
+
+def test_a_merge_adds_counters_and_keeps_each_failure_once(tmp_path):
+    from fuzz.merge import merge_runs
+
+    runs = [
+        _write_run(tmp_path, _summary("a-job0", 5, ["f1"], "failed: 1 failure(s)")),
+        _write_run(tmp_path, _summary("a-job1", 7, ["f1", "f2"], "failed: 2 failure(s)")),
+        _write_run(tmp_path, _summary("a-job2", 3, [], "passed: nothing failed")),
+    ]
+    merged = merge_runs(runs, tmp_path / "merged")
+    assert merged["examples"] == 15 and merged["merged_from"] == ["a-job0", "a-job1", "a-job2"]
+    assert [(f["id"], f["found_by_jobs"], f["found_by_shards"]) for f in merged["failures"]] == [
+        ("f1", 2, 2),
+        ("f2", 1, 1),
+    ]
+    assert (tmp_path / "merged" / "f2" / "repro.py").is_file()
+    assert set(merged["gpus"]) == {"a-job0/gw0", "a-job1/gw0", "a-job2/gw0"}  # no job's workers hide another's
+    assert merged["result"] == "failed: 2 failure(s)"
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"), [({"found_with": "thunder Y"}, "differ in 'found_with'"), ({}, "listed twice")]
+)
+def test_runs_of_different_campaigns_or_a_run_listed_twice_are_not_merged(tmp_path, change, problem):
+    from fuzz.merge import MergeError, merge_runs
+
+    first = _write_run(tmp_path, _summary("b-job0", 1, [], "passed: nothing failed"))
+    second = _write_run(tmp_path, {**_summary("b-job1", 1, [], "passed: nothing failed"), **change})
+    with pytest.raises(MergeError, match=problem):
+        merge_runs([first, second] if change else [first, first], tmp_path / "merged")
+    assert not (tmp_path / "merged").exists()
 
 
 def _job(index: int, redis: str, root: Path) -> subprocess.Popen:
@@ -81,6 +156,7 @@ def _job(index: int, redis: str, root: Path) -> subprocess.Popen:
         *("--fuzz-dtypes", "float32", "--fuzz-database", redis),
     ]
     env = {**os.environ, **fault_everywhere("tanh-grad-x2"), "JOB_COMPLETION_INDEX": str(index)}
+    env.pop("SLURM_ARRAY_TASK_ID", None)  # it would win over Kubernetes' variable
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 

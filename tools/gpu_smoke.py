@@ -94,13 +94,13 @@ def main(argv: list[str] | None = None) -> int:
     calibrate = [sys.executable, "tools/calibrate_tolerances.py", "--examples", str(args.examples)]
     calibrate += ["--device", args.device, "--out", str(out / "calibration.json")]
     results["steps"] = [
-        _step("general-campaign", [*campaign, "-k", "test_ckpt_grad_parity and not decoder and not zoo"], out),
+        _step("general-campaign", [*campaign, "-k", "not decoder and not zoo and not sweep and not known_issue"], out),
         _step("zoo-campaign", [*campaign, "-k", "zoo"], out),
         _step("calibration", calibrate, out),
     ]
     (out / "results.json").write_text(json.dumps(results, indent=2))
     for row in results["seed_network"]:
-        error = f"thunder error {row['thunder_relative_error']:.3g} (eager {row['eager_relative_error']})"
+        error = f"thunder error {row['thunder_relative_error']} (eager {row['eager_relative_error']})"
         print(f"seed network, converter {row['converter']}: {row['verdict']}, {error}, {row['seconds']} s")
     for step in results["steps"]:
         print(f"{step['step']}: exit status {step['exit_status']} in {step['seconds']} s ({out / step['step']}.log)")
