@@ -110,3 +110,20 @@ def test_without_checkpointing_the_same_fault_is_invisible():
     with injected("sdpa-grad-x2"):
         outcome = check_spec(zoo_spec(model, vocab=8, seq=3))
     assert outcome.valid and outcome.failure is None, outcome.failure
+
+
+@pytest.mark.slow
+def test_the_self_consistency_check_tells_a_wrong_gradient_from_a_right_one():
+    """The oracle of random models (docs/oracle.md): thunder's gradient against central differences of its own
+    forward passes on a sound model and fails once thunder's SDPA gradient inside the checkpoints is doubled."""
+    from fuzz.harness import _self_consistent, _ThunderRuns
+    from fuzz.oracle import GradientDivergence
+
+    spec = zoo_spec(
+        ZooModel("llama", heads=2, head_size=2, kv_heads=1, intermediate=4, attention="sdpa"), vocab=8, seq=3
+    )
+    assert _self_consistent(spec, _ThunderRuns(300, False), "fixed") is True
+    with injected("sdpa-grad-x2"):
+        verdict = _self_consistent(spec, _ThunderRuns(300, False), "fixed")
+    assert isinstance(verdict, GradientDivergence), verdict
+    assert "not the derivative of its own forward" in str(verdict)
