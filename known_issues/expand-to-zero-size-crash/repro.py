@@ -94,6 +94,7 @@ class PlainNet(Net):
         return x
 
 
+
 SEED = 4
 DTYPE = torch.float32
 DEVICE = 'cpu'

@@ -58,6 +58,7 @@ class PlainNet(Net):
         return x
 
 
+
 SEED = 0
 DTYPE = torch.bfloat16
 DEVICE = 'cpu'

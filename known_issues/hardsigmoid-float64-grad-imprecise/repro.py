@@ -95,6 +95,7 @@ class PlainNet(Net):
         return x
 
 
+
 SEED = 1
 DTYPE = torch.float64
 DEVICE = 'cpu'

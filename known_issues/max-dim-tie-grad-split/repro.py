@@ -114,6 +114,7 @@ class PlainNet(Net):
         return x
 
 
+
 SEED = 24335
 DTYPE = torch.float32
 DEVICE = 'cpu'

@@ -94,6 +94,7 @@ class PlainNet(Net):
         return x
 
 
+
 SEED = 0
 DTYPE = torch.float32
 DEVICE = 'cpu'

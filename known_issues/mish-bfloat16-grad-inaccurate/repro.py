@@ -114,6 +114,7 @@ class PlainNet(Net):
         return x
 
 
+
 SEED = 374
 DTYPE = torch.bfloat16
 DEVICE = 'cpu'

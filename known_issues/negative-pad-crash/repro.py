@@ -94,6 +94,7 @@ class PlainNet(Net):
         return x
 
 
+
 SEED = 5
 DTYPE = torch.float64
 DEVICE = 'cpu'

@@ -94,6 +94,7 @@ class PlainNet(Net):
         return x
 
 
+
 SEED = 2
 DTYPE = torch.bfloat16
 DEVICE = 'cpu'
