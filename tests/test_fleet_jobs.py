@@ -147,6 +147,13 @@ def test_runs_of_different_campaigns_or_a_run_listed_twice_are_not_merged(tmp_pa
     assert not (tmp_path / "merged").exists()
 
 
+def _merge_jobs(root: Path) -> subprocess.CompletedProcess:
+    """`ckpt-fuzz report --merge` of the 3 jobs' run folders into ``root/merged``."""
+    command = [sys.executable, "-m", "fuzz.cli", "report", "--artifacts", str(root), "--into", "merged", "--merge"]
+    command += [str(root / f"local-job{i}") for i in range(3)]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
 def _job(index: int, redis: str, root: Path) -> subprocess.Popen:
     """Job ``index`` of a 3-job campaign with a faulty tanh gradient, as the scheduler would start it."""
     command = [
@@ -168,14 +175,7 @@ def test_three_jobs_on_one_redis_merge_into_one_summary_without_duplicates(redis
     assert [job.returncode for job in jobs] == [1, 1, 1], "\n".join(output[-2000:] for output in outputs)
     summaries = [json.loads((root / f"local-job{i}" / "summary.json").read_text()) for i in range(3)]
     assert [summary["seed"] for summary in summaries] == [0, 1, 2]  # job i: seed 0 + i x 1 shard
-    merge = subprocess.run(
-        [sys.executable, "-m", "fuzz.cli", "report", "--artifacts", str(root), "--into", "merged", "--merge"]
-        + [str(root / f"local-job{i}") for i in range(3)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    merge = _merge_jobs(root)
     assert merge.returncode == 1, merge.stdout + merge.stderr  # the merged campaign found the fault
     merged = json.loads((root / "merged" / "summary.json").read_text())
     print(
@@ -192,11 +192,5 @@ def test_three_jobs_on_one_redis_merge_into_one_summary_without_duplicates(redis
         assert failure["found_by_jobs"] == len(found_by)
         assert (root / "merged" / failure["id"] / "repro.py").is_file()
     assert merged["result"].startswith("failed: ") and (root / "merged" / "report.html").is_file()
-    again = subprocess.run(
-        [sys.executable, "-m", "fuzz.cli", "report", "--artifacts", str(root), "--into", "merged", "--merge"]
-        + [str(root / f"local-job{i}") for i in range(3)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    again = _merge_jobs(root)
     assert again.returncode == 2 and "exists; a merge never overwrites a run" in again.stderr
