@@ -55,6 +55,13 @@ def visible_gpus(requested: str | None) -> tuple[str, ...]:
     return tuple(inherited[:count]) if len(inherited) >= count > 0 else tuple(str(i) for i in range(count))
 
 
+def checked_workers_per_gpu(count: int) -> int:
+    """``count`` (``--fuzz-workers-per-gpu``), or ValueError when it is below 1."""
+    if count < 1:
+        raise ValueError(f"--fuzz-workers-per-gpu must be at least 1, got {count}")
+    return count
+
+
 def worker_index(worker_id: str) -> int:
     """xdist's ``"gw3"`` -> 3."""
     return int(worker_id.removeprefix("gw"))

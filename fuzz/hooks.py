@@ -19,7 +19,7 @@ from fuzz.campaign import Campaign
 from fuzz.compat import incompatibility
 from fuzz.config import CampaignConfig, resolve_device
 from fuzz.database import DatabaseError, default_location, open_database
-from fuzz.gpus import VISIBLE_DEVICES, gpu_of_worker, visible_gpus
+from fuzz.gpus import VISIBLE_DEVICES, checked_workers_per_gpu, gpu_of_worker, visible_gpus
 from fuzz.html_report import write_report
 from fuzz.layers import LAYER_KINDS
 from fuzz.op_catalog import catalog
@@ -141,8 +141,7 @@ def _gpus(config: pytest.Config, device: str) -> tuple[str, ...]:
     CUDA; none for a worker, a run without xdist, or a CPU run without ``--fuzz-gpus``."""
     if _worker_id(config) is not None or not config.getoption("numprocesses", None):
         return ()
-    if config.getoption("fuzz_workers_per_gpu") < 1:
-        raise ValueError(f"--fuzz-workers-per-gpu must be at least 1, got {config.getoption('fuzz_workers_per_gpu')}")
+    checked_workers_per_gpu(config.getoption("fuzz_workers_per_gpu"))
     requested = config.getoption("fuzz_gpus")
     return visible_gpus(requested) if requested is not None or device == "cuda" else ()
 

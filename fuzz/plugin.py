@@ -102,14 +102,12 @@ _FILTERWARNINGS = ("ignore:torch.is_autocast_cpu_enabled:DeprecationWarning", "i
 @pytest.hookimpl(optionalhook=True, tryfirst=True)  # an xdist hook; it runs before pytest_configure
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto`` on CUDA (or with ``--fuzz-gpus``): `fuzz.gpus.auto_worker_count`; on CPU xdist's own count."""
-    from fuzz.gpus import auto_worker_count, visible_gpus
+    from fuzz.gpus import auto_worker_count, checked_workers_per_gpu, visible_gpus
 
     if config.getoption("fuzz_gpus") is None and config.getoption("fuzz_device") == "cpu":
         return None
-    per_gpu = config.getoption("fuzz_workers_per_gpu")
-    if per_gpu < 1:
-        raise pytest.UsageError(f"--fuzz-workers-per-gpu must be at least 1, got {per_gpu}")
     try:
+        per_gpu = checked_workers_per_gpu(config.getoption("fuzz_workers_per_gpu"))
         gpus = visible_gpus(config.getoption("fuzz_gpus"))
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
