@@ -18,10 +18,11 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 		$$SUDO apt-get install -y -q redis-server chromium >/dev/null 2>&1 || \
 		{ $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q redis-server chromium >/dev/null 2>&1; } || \
 		echo "could not install redis-server and chromium: tests/test_fleet.py and the report test will fail"; }
-	@echo "creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version 2>&1)) and the pinned set: about 7 GB, 3 minutes"
+	@[ -d $(VENV) ] || $(PYTHON) tools/check_setup_disk.py $(VENV)
+	@echo "creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version 2>&1)) and the pinned set: about 7.4 GB, 5 minutes"
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install -q --no-cache-dir --upgrade pip
+	$(PY) -m pip install --no-cache-dir -c constraints.txt -e '.[dev]'
 	$(PY) -c "from fuzz.compat import incompatibility as i; r = i(); assert r is None, r"
 	touch $@
 

@@ -1,0 +1,44 @@
+"""Before ``make setup`` creates the venv: is there disk for it? One line and exit 1 when not.
+
+    python3 tools/check_setup_disk.py VENV_DIR
+
+Measured from a fresh clone with ``pip install --no-cache-dir`` (as the Makefile runs it): the venv ends at 7.4 GB
+and pip's downloads (torch and the CUDA libraries it depends on, about 4 GB) sit in the temporary folder until the
+install ends, 11.3 GB at the peak. Standard library only: it runs before the venv exists.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+GB = 1024**3
+VENV_BYTES = 8 * GB  # 7.4 GB measured, rounded up
+DOWNLOAD_BYTES = 4 * GB  # pip's temporary copies of the wheels, until the install ends
+
+
+def shortfall(venv_dir: Path, temp_dir: Path) -> str | None:
+    """Why the set-up would run out of disk, or None when there is room for the venv and for pip's downloads."""
+    venv_disk = next(folder for folder in (venv_dir, *venv_dir.parents) if folder.exists())
+    if os.stat(venv_disk).st_dev == os.stat(temp_dir).st_dev:
+        needs = [(venv_disk, VENV_BYTES + DOWNLOAD_BYTES, "the venv and pip's downloads")]
+    else:
+        needs = [(venv_disk, VENV_BYTES, "the venv"), (temp_dir, DOWNLOAD_BYTES, "pip's downloads")]
+    for folder, wanted, what in needs:
+        free = shutil.disk_usage(folder).free
+        if free < wanted:
+            return (
+                f"make setup needs about {wanted / GB:.0f} GB free on {folder} for {what}, and {free / GB:.1f} GB"
+                " are: free some space there (or set TMPDIR to a folder on a larger disk) and run it again"
+            )
+    return None
+
+
+if __name__ == "__main__":
+    problem = shortfall(Path(sys.argv[1]).resolve(), Path(tempfile.gettempdir()).resolve())
+    if problem:
+        print(problem, file=sys.stderr)
+        sys.exit(1)
