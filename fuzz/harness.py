@@ -137,9 +137,9 @@ def _run_thunder(example, converter: str, timeout_s: float | None, run=run_thund
     try:
         with use_converter(converter), time_limit(timeout_s) as limit:
             result, report = run(example)
-    except Deadline as deadline:
+    except Deadline:
         _drop_inductor_code_caches()
-        return None, None, ExampleTimeout(str(deadline))
+        return None, None, ExampleTimeout.after(timeout_s)
     except HarnessError:
         raise
     except Exception as error:
@@ -147,7 +147,7 @@ def _run_thunder(example, converter: str, timeout_s: float | None, run=run_thund
             raise KeyboardInterrupt("interrupted while thunder ran") from error
         if limit.expired:  # thunder's interpreter re-raised our Deadline as an error of its own
             _drop_inductor_code_caches()
-            return None, None, ExampleTimeout(f"exceeded the per-example time limit of {timeout_s:g} s")
+            return None, None, ExampleTimeout.after(timeout_s)
         if frame := _raised_by_our_code_in_thunder(error):
             raise HarnessError.of(error, frame.name) from error
         return None, None, ThunderCrash.of(error)

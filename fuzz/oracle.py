@@ -6,6 +6,7 @@ forward divergence and a crash as two bugs, each with its own minimal network.
 
 from __future__ import annotations
 
+import re
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -108,6 +109,15 @@ class ExampleTimeout(ParityFailure):
     """Compiling or running under thunderfx exceeded the per-example time limit."""
 
     failure_class = "timeout"
+
+    @classmethod
+    def after(cls, seconds: float) -> ExampleTimeout:
+        return cls(f"exceeded the per-example time limit of {seconds:g} s")
+
+    @property
+    def limit_s(self) -> float:
+        """The limit that ran out (read back from the message: a failure is recorded as its message)."""
+        return float(re.search(r"time limit of ([0-9.e+-]+) s", str(self)).group(1))
 
 
 class WorkerCrash(ParityFailure):

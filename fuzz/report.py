@@ -29,6 +29,7 @@ _REPRO_MAIN = """
 def _verdict():
     \"\"\"(failure class or "pass", the crash signature for a crash, else "") of thunderfx on this network.\"\"\"
     import copy
+    import threading
     import traceback
 
     import thunder.dynamo.utils
@@ -41,6 +42,10 @@ def _verdict():
     if EXECUTORS:  # else thunder's default executors
         thunder.extend.set_default_executors([thunder.extend.get_executor(name) for name in EXECUTORS])
     net, x, cotangent = make_example()
+    if TIME_LIMIT_S is not None:  # a recorded time-out reproduces when thunderfx runs past the same limit
+        watchdog = threading.Timer(TIME_LIMIT_S, _ran_past_the_time_limit)
+        watchdog.daemon = True
+        watchdog.start()
     try:
         if RANDOM:
             # Eager and thunder draw different random streams: the expected result is thunderfx's
@@ -53,6 +58,9 @@ def _verdict():
     except Exception as error:
         traceback.print_exc()
         return "thunder-crash", crash_signature(type(error).__name__, str(error))
+    finally:
+        if TIME_LIMIT_S is not None:
+            watchdog.cancel()
     up = None
     if not RANDOM:
         eager_net = copy.deepcopy(net)
@@ -65,6 +73,11 @@ def _verdict():
     for line in forward + gradients:
         print(line)
     return failure_class(forward, gradients, up) or "pass", ""
+
+
+def _ran_past_the_time_limit():
+    print(f"REPRODUCED: timeout (thunderfx ran past the time limit of {TIME_LIMIT_S:g} s)", flush=True)
+    os._exit(1)  # thunderfx's run is not waited for: it may take many minutes more
 
 
 def _thunderfx_run(net, x, cotangent):
@@ -160,7 +173,8 @@ def _what_failed(failure: ParityFailure) -> list[str]:
 
 def repro_source(spec: NetSpec, failure: ParityFailure, converter: str, executors: Sequence[str] = ()) -> str:
     """A standalone script (plain torch + thunder): exit 0 when thunderfx matches, 1 when the same failure
-    (class, and `ThunderCrash.crash_signature` for a crash) reproduces, 2 on anything else.
+    (class, and `ThunderCrash.crash_signature` for a crash; for a time-out, thunderfx still running after the
+    recorded limit) reproduces, 2 on anything else.
 
     ``executors``: thunder's default executors the failure was found with (empty: thunder's own defaults).
     Its header names the installed thunder, torch and converter (`found_with`).
@@ -178,7 +192,8 @@ def repro_source(spec: NetSpec, failure: ParityFailure, converter: str, executor
         + network_source(spec)
         + f"\n\nCONVERTER = {converter!r}\nEXECUTORS = {list(executors)!r}\nRANDOM = {spec.random}\n"
         + f"EXPECTED_CLASS = {failure.failure_class!r}\n"
-        + f"EXPECTED_ERROR = {getattr(failure, 'crash_signature', '')!r}\n\n\n"
+        + f"EXPECTED_ERROR = {getattr(failure, 'crash_signature', '')!r}\n"
+        + f"TIME_LIMIT_S = {getattr(failure, 'limit_s', None)!r}\n\n\n"
         + inspect.getsource(fuzz.parity)
         + ("\n\n\n" + converter_source if converter_source else "")
         + _REPRO_MAIN
@@ -232,7 +247,8 @@ class Confirmation:
     seconds: float = 0.0
 
 
-# Failures whose repro.py can say "reproduced" (exit 1); a time-out's repro hangs and a dead worker's crashes.
+# Failures whose repro.py a campaign runs to confirm them (exit 1): not a time-out's, which takes its whole time
+# limit to say "reproduced", nor a dead worker's, which crashes.
 CONFIRMABLE = ("forward-divergence", "gradient-divergence", "state-divergence", "accuracy", "thunder-crash")
 
 

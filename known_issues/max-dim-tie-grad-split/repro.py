@@ -137,6 +137,7 @@ EXECUTORS = []
 RANDOM = False
 EXPECTED_CLASS = 'gradient-divergence'
 EXPECTED_ERROR = ''
+TIME_LIMIT_S = None
 
 
 """The forward/backward run and the tensor comparison, shared by the harness and every repro.py.
@@ -559,6 +560,7 @@ def meta_preserving(stock: Converter) -> Converter:
 def _verdict():
     """(failure class or "pass", the crash signature for a crash, else "") of thunderfx on this network."""
     import copy
+    import threading
     import traceback
 
     import thunder.dynamo.utils
@@ -571,6 +573,10 @@ def _verdict():
     if EXECUTORS:  # else thunder's default executors
         thunder.extend.set_default_executors([thunder.extend.get_executor(name) for name in EXECUTORS])
     net, x, cotangent = make_example()
+    if TIME_LIMIT_S is not None:  # a recorded time-out reproduces when thunderfx runs past the same limit
+        watchdog = threading.Timer(TIME_LIMIT_S, _ran_past_the_time_limit)
+        watchdog.daemon = True
+        watchdog.start()
     try:
         if RANDOM:
             # Eager and thunder draw different random streams: the expected result is thunderfx's
@@ -583,6 +589,9 @@ def _verdict():
     except Exception as error:
         traceback.print_exc()
         return "thunder-crash", crash_signature(type(error).__name__, str(error))
+    finally:
+        if TIME_LIMIT_S is not None:
+            watchdog.cancel()
     up = None
     if not RANDOM:
         eager_net = copy.deepcopy(net)
@@ -595,6 +604,11 @@ def _verdict():
     for line in forward + gradients:
         print(line)
     return failure_class(forward, gradients, up) or "pass", ""
+
+
+def _ran_past_the_time_limit():
+    print(f"REPRODUCED: timeout (thunderfx ran past the time limit of {TIME_LIMIT_S:g} s)", flush=True)
+    os._exit(1)  # thunderfx's run is not waited for: it may take many minutes more
 
 
 def _thunderfx_run(net, x, cotangent):
