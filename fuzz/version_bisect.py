@@ -91,13 +91,24 @@ def bisect(versions: list[str], anchors: list[str], run: Callable[[str], Trial])
         return trials[version]
 
     for anchor in sorted({a for a in anchors if a in order}, key=Version):
-        trial(anchor)
+        if trial(anchor).result == ERROR:
+            _stand_in(order, anchor, trial)
     boundaries = []
     ran = [v for v in order if v in trials and trials[v].result != ERROR]
     for low, high in zip(ran, ran[1:], strict=False):
         if trials[low].result != trials[high].result:
             boundaries.append(_narrow(order, low, high, trial))
     return [trials[v] for v in order if v in trials], boundaries
+
+
+def _stand_in(order: list[str], anchor: str, trial: Callable[[str], Trial], tries: int = 3) -> None:
+    """After ``anchor`` could not run, its nearest versions (the newer first at equal distance) until one runs, at
+    most ``tries``: a broken newest nightly must not leave the range up to it untried."""
+    at = order.index(anchor)
+    nearest = sorted((v for v in order if v != anchor), key=lambda v: (abs(order.index(v) - at), -order.index(v)))
+    for version in nearest[:tries]:
+        if trial(version).result != ERROR:
+            return
 
 
 def _narrow(order: list[str], low: str, high: str, trial: Callable[[str], Trial]) -> Boundary:

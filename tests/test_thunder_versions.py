@@ -52,6 +52,21 @@ def test_bisection_finds_first_bad_and_first_good_skipping_versions_that_cannot_
     assert [t.version for t in trials] == sorted(calls, key=lambda v: int(v.rsplit(".", 1)[1]))
 
 
+def test_an_anchor_that_cannot_run_is_stood_in_for_by_its_nearest_version_that_can():
+    versions = [f"0.3.{i}" for i in range(12)]
+    results = {v: NOT_REPRODUCED for v in versions[:3]} | {v: REPRODUCES for v in versions[3:]}
+    results["0.3.11"] = results["0.3.10"] = ERROR  # the newest nightlies are broken; 0.3.9 still reproduces
+    results["0.3.0"] = ERROR
+    run, calls = _results(**results)
+    trials, boundaries = bisect(versions, [versions[0], versions[-1]], run)
+    assert calls[:5] == ["0.3.0", "0.3.1", "0.3.11", "0.3.10", "0.3.9"]
+    assert [b.describe().split(" (")[0] for b in boundaries] == ["first bad: 0.3.3"]
+    results.update({v: ERROR for v in versions[6:]})  # more broken neighbours than the stand-ins it tries
+    run, calls = _results(**results)
+    bisect(versions, [versions[-1]], run)
+    assert calls == ["0.3.11", "0.3.10", "0.3.9", "0.3.8"]
+
+
 def test_a_record_names_where_the_issue_was_introduced_and_fixed_from_every_version_checked():
     checked = {"0.3.0": NOT_REPRODUCED, "0.3.2": REPRODUCES, "0.3.1": ERROR, "0.3.5": NOT_REPRODUCED}
     record = version_record({**checked, "0.3.4": REPRODUCES})
