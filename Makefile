@@ -12,13 +12,13 @@ setup: $(VENV)/.installed
 	@$(PY) -m fuzz.thunder_versions use $(THUNDER)
 
 $(VENV)/.installed: pyproject.toml constraints.txt
+	@$(PYTHON) tools/check_setup_disk.py $(VENV)
 	@command -v redis-server >/dev/null && command -v chromium >/dev/null || { \
 		echo "installing redis-server and chromium with apt (the fleet tests start a Redis on loopback; the report test renders in Chromium)"; \
 		SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
 		$$SUDO apt-get install -y -q redis-server chromium >/dev/null 2>&1 || \
 		{ $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q redis-server chromium >/dev/null 2>&1; } || \
 		echo "could not install redis-server and chromium: tests/test_fleet.py and the report test will fail"; }
-	@[ -d $(VENV) ] || $(PYTHON) tools/check_setup_disk.py $(VENV)
 	@echo "creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version 2>&1)) and the pinned set: about 7.4 GB, 5 minutes"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --no-cache-dir --upgrade pip

@@ -117,7 +117,10 @@ class ExampleTimeout(ParityFailure):
     @property
     def limit_s(self) -> float:
         """The limit that ran out (read back from the message: a failure is recorded as its message)."""
-        return float(re.search(r"time limit of ([0-9.e+-]+) s", str(self)).group(1))
+        limit = re.search(r"time limit of ([0-9.e+-]+) s", str(self))
+        if limit is None:
+            raise ValueError(f"no time limit in the time-out {str(self)!r}; it is written by ExampleTimeout.after")
+        return float(limit.group(1))
 
 
 class WorkerCrash(ParityFailure):

@@ -1,7 +1,8 @@
 """Run a repro.py over thunder versions and find where its verdict changes (the version that broke or fixed it).
 
-A repro.py exits 0 (thunderfx matches), 1 (the failure reproduces) or 2 (could not run): 2, a time-out or any
-other status is an "error" and is skipped by the bisection, as ``git bisect skip`` does. Imports no torch.
+A repro.py exits 0 (thunderfx matches), 1 (the failure reproduces) or 2 (could not run): 2, a run past the
+bisection's per-version ``timeout_s`` or any other status is an "error" and is skipped by the bisection, as
+``git bisect skip`` does. Imports no torch.
 """
 
 from __future__ import annotations
@@ -105,8 +106,8 @@ def _stand_in(order: list[str], anchor: str, trial: Callable[[str], Trial], trie
     """After ``anchor`` could not run, its nearest versions (the newer first at equal distance) until one runs, at
     most ``tries``: a broken newest nightly must not leave the range up to it untried."""
     at = order.index(anchor)
-    nearest = sorted((v for v in order if v != anchor), key=lambda v: (abs(order.index(v) - at), -order.index(v)))
-    for version in nearest[:tries]:
+    nearest = sorted((i for i in range(len(order)) if i != at), key=lambda i: (abs(i - at), -i))
+    for version in (order[i] for i in nearest[:tries]):
         if trial(version).result != ERROR:
             return
 

@@ -15,18 +15,25 @@ import sys
 import tempfile
 from pathlib import Path
 
-GB = 1024**3
+GB = 1024**3  # binary gigabytes (GiB), as df -h counts
 VENV_BYTES = 8 * GB  # 7.4 GB measured, rounded up
 DOWNLOAD_BYTES = 4 * GB  # pip's temporary copies of the wheels, until the install ends
 
 
+def same_disk(first: Path, second: Path) -> bool:
+    return os.stat(first).st_dev == os.stat(second).st_dev
+
+
 def shortfall(venv_dir: Path, temp_dir: Path) -> str | None:
-    """Why the set-up would run out of disk, or None when there is room for the venv and for pip's downloads."""
+    """Why the set-up would run out of disk, or None when there is room for what pip writes: the venv (unless it
+    exists already: then pip only updates it) and its downloads in ``temp_dir``."""
     venv_disk = next(folder for folder in (venv_dir, *venv_dir.parents) if folder.exists())
-    if os.stat(venv_disk).st_dev == os.stat(temp_dir).st_dev:
-        needs = [(venv_disk, VENV_BYTES + DOWNLOAD_BYTES, "the venv and pip's downloads")]
+    venv_bytes = 0 if venv_dir.exists() else VENV_BYTES
+    if same_disk(venv_disk, temp_dir):
+        what = "the venv and pip's downloads" if venv_bytes else "pip's downloads"
+        needs = [(venv_disk, venv_bytes + DOWNLOAD_BYTES, what)]
     else:
-        needs = [(venv_disk, VENV_BYTES, "the venv"), (temp_dir, DOWNLOAD_BYTES, "pip's downloads")]
+        needs = [(venv_disk, venv_bytes, "the venv"), (temp_dir, DOWNLOAD_BYTES, "pip's downloads")]
     for folder, wanted, what in needs:
         free = shutil.disk_usage(folder).free
         if free < wanted:

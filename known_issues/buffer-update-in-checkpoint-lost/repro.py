@@ -524,7 +524,6 @@ def meta_preserving(stock: Converter) -> Converter:
 def _verdict():
     """(failure class or "pass", the crash signature for a crash, else "") of thunderfx on this network."""
     import copy
-    import threading
     import traceback
 
     import thunder.dynamo.utils
@@ -537,25 +536,18 @@ def _verdict():
     if EXECUTORS:  # else thunder's default executors
         thunder.extend.set_default_executors([thunder.extend.get_executor(name) for name in EXECUTORS])
     net, x, cotangent = make_example()
-    if TIME_LIMIT_S is not None:  # a recorded time-out reproduces when thunderfx runs past the same limit
-        watchdog = threading.Timer(TIME_LIMIT_S, _ran_past_the_time_limit)
-        watchdog.daemon = True
-        watchdog.start()
     try:
         if RANDOM:
             # Eager and thunder draw different random streams: the expected result is thunderfx's
             # own run of the same network without checkpoints, under the same seed.
             plain, _, _ = make_example(checkpointing=False)
-            expected = forward_backward(thunderfx(plain), plain, fresh_input(x), cotangent)
+            expected = _limited(lambda: forward_backward(thunderfx(plain), plain, fresh_input(x), cotangent))
             reference, probe = None, None
         thunder_net = copy.deepcopy(net)
-        result = forward_backward(thunderfx(thunder_net), thunder_net, fresh_input(x), cotangent)
+        result = _limited(lambda: forward_backward(thunderfx(thunder_net), thunder_net, fresh_input(x), cotangent))
     except Exception as error:
         traceback.print_exc()
         return "thunder-crash", crash_signature(type(error).__name__, str(error))
-    finally:
-        if TIME_LIMIT_S is not None:
-            watchdog.cancel()
     up = None
     if not RANDOM:
         eager_net = copy.deepcopy(net)
@@ -568,6 +560,27 @@ def _verdict():
     for line in forward + gradients:
         print(line)
     return failure_class(forward, gradients, up) or "pass", ""
+
+
+def _limited(thunderfx_run):
+    """``thunderfx_run()``; for a recorded time-out, each run under the recorded limit, as in the campaign."""
+    if TIME_LIMIT_S is None:
+        return thunderfx_run()
+    import threading
+
+    from thunder.dynamo import thunderfx
+
+    # Thunder's first compile in a process pays one-off set-up, which the campaign's limit did not count (it runs a
+    # time-out once more before counting it): a tiny network pays it before the clock starts.
+    warm_up = torch.nn.Linear(1, 1, device=DEVICE, dtype=DTYPE)
+    thunderfx(warm_up)(torch.ones(1, 1, device=DEVICE, dtype=DTYPE)).sum().backward()
+    watchdog = threading.Timer(TIME_LIMIT_S, _ran_past_the_time_limit)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        return thunderfx_run()
+    finally:
+        watchdog.cancel()
 
 
 def _ran_past_the_time_limit():
