@@ -487,6 +487,26 @@ KNOWN_ISSUES += (
         ),
     ),
     _layer_issue(
+        "narrow-add-then-next-layer-grad-broken",
+        "outside checkpoints, an in-place add_ through y.narrow(-1, 0, 1) of y = x * 2 or x.clone(), then any layer "
+        "on y: thunderfx's output does not require grad ('RuntimeError: element 0 of tensors does not require grad "
+        "and does not have a grad_fn': a (batch, 1) input, then relu, tanh, ...), or it crashes with 'Attempting to "
+        "reshape a.shape=(1, 1) to shape=(1, 4)' (a (1, 4) input, then a checkpointed relu), or the input's gradient "
+        "is silently 0 (then a checkpointed Linear: eager -2.33); the same add_ through a slice or select is right, "
+        "and so is the narrow as the network's last layer (thunder-general; found by the mutation family)",
+        ("thunder-crash", "gradient-divergence"),
+        lambda spec, i: (
+            i + 1 < len(spec.layers)
+            and _view_update(
+                lambda p, checkpointed: (
+                    not checkpointed
+                    and p.get("on") in ("product", "clone")
+                    and (p["view"], p["update"], p["read"]) == ("narrow", "add_", "base")
+                )
+            )(spec, i)
+        ),
+    ),
+    _layer_issue(
         "buffer-update-in-checkpoint-lost",
         "inside a checkpointed function, an in-place update of a buffer under torch.no_grad() (an EMA: "
         "self.mean.mul_(0.9).add_(0.1 * x.mean())) is not applied by thunderfx: the buffer keeps its old value after "
