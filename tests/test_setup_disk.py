@@ -30,7 +30,9 @@ def test_a_disk_with_room_passes_and_one_without_names_the_folder_and_the_gigaby
     assert problem is not None and "\n" not in problem
     assert f"on {tmp_path} for the venv and pip's downloads" in problem  # the nearest folder that exists
     assert "run it again" in problem
-    venv.mkdir(parents=True)  # a venv that exists is only updated: the downloads need room, not a second venv
+    venv.mkdir(parents=True)  # half-built (a set-up that stopped): it may still need all of it
+    assert "for the venv and pip's downloads" in check_setup_disk.shortfall(venv, tmp_path)
+    (venv / ".installed").touch()  # a finished venv is only updated: the downloads need room, not a second venv
     assert check_setup_disk.shortfall(venv, tmp_path) is None
 
 

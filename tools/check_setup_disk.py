@@ -17,7 +17,7 @@ from pathlib import Path
 
 GB = 1024**3  # binary gigabytes (GiB), as df -h counts
 VENV_BYTES = 8 * GB  # 7.4 GB measured, rounded up
-DOWNLOAD_BYTES = 1 * GB  # pip's temporary copies of one batch of wheels (torch's own: 0.9 GB)
+DOWNLOAD_BYTES = GB * 3 // 2  # pip's temporary copies of one batch of wheels (cuDNN's and cuBLAS's: 1.3 GB)
 
 
 def same_disk(first: Path, second: Path) -> bool:
@@ -25,10 +25,10 @@ def same_disk(first: Path, second: Path) -> bool:
 
 
 def shortfall(venv_dir: Path, temp_dir: Path) -> str | None:
-    """Why the set-up would run out of disk, or None when there is room for what pip writes: the venv (unless it
-    exists already: then pip only updates it) and its downloads in ``temp_dir``."""
+    """Why the set-up would run out of disk, or None when there is room for what pip writes: the venv (unless a
+    set-up finished it before, ``.installed``: then pip only updates it) and its downloads in ``temp_dir``."""
     venv_disk = next(folder for folder in (venv_dir, *venv_dir.parents) if folder.exists())
-    venv_bytes = 0 if venv_dir.exists() else VENV_BYTES
+    venv_bytes = 0 if (venv_dir / ".installed").exists() else VENV_BYTES
     if same_disk(venv_disk, temp_dir):
         what = "the venv and pip's downloads" if venv_bytes else "pip's downloads"
         needs = [(venv_disk, venv_bytes + DOWNLOAD_BYTES, what)]
@@ -38,7 +38,7 @@ def shortfall(venv_dir: Path, temp_dir: Path) -> str | None:
         free = shutil.disk_usage(folder).free
         if free < wanted:
             return (
-                f"make setup needs about {wanted / GB:.0f} GB free on {folder} for {what}, and {free / GB:.1f} GB"
+                f"make setup needs about {wanted / GB:.1f} GB free on {folder} for {what}, and {free / GB:.1f} GB"
                 " are: free some space there (or set TMPDIR to a folder on a larger disk) and run it again"
             )
     return None
