@@ -105,6 +105,11 @@ class ThunderCrash(ParityFailure):
 _RAISED = "thunderfx raised "
 
 
+def time_limit_message(seconds: float) -> str:
+    """What a run past the per-example limit says (`ExampleTimeout.limit_s` reads the limit back from it)."""
+    return f"exceeded the per-example time limit of {seconds:g} s"
+
+
 class ExampleTimeout(ParityFailure):
     """Compiling or running under thunderfx exceeded the per-example time limit."""
 
@@ -112,7 +117,7 @@ class ExampleTimeout(ParityFailure):
 
     @classmethod
     def after(cls, seconds: float) -> ExampleTimeout:
-        return cls(f"exceeded the per-example time limit of {seconds:g} s")
+        return cls(time_limit_message(seconds))
 
     @property
     def limit_s(self) -> float:

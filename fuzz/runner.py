@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from fuzz.model_builder import Example
-from fuzz.oracle import HarnessError
+from fuzz.oracle import HarnessError, time_limit_message
 from fuzz.parity import float64_reference, forward_backward, fresh_input
 
 _CHECKPOINT_OP = torch.ops.higher_order.tag_activation_checkpoint
@@ -278,7 +278,7 @@ def time_limit(seconds: float | None) -> Iterator[TimeLimit]:
             signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
             return
         limit.expired = True
-        raise Deadline(f"exceeded the per-example time limit of {seconds:g} s")
+        raise Deadline(time_limit_message(seconds))
 
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
