@@ -28,17 +28,18 @@ from fuzz.oracle import ExampleTimeout, ParityFailure, WorkerCrash
 from fuzz.reduce import reduce_spec, valid
 from fuzz.report import (
     CampaignStats,
+    Confirmation,
     confirm,
     op_key,
     repro_source,
     spec_digest,
     write_failure,
 )
-from fuzz.run_folder import RunFolder, write_atomically
-from fuzz.runner import hard_limit
+from fuzz.run_folder import UNSHRUNK, RunFolder, write_atomically
+from fuzz.runner import hard_limit, interrupted
 from fuzz.spec import DTYPES, NetSpec
 from fuzz.strategies import OP_KINDS, net_specs
-from fuzz.summary import ItemResults, build_summary
+from fuzz.summary import STOPPED_FIRST, ItemResults, build_summary
 from fuzz.sweep import CI_SWEEP_CASES, fallback_report, op_family_summary, sweep_specs
 
 _STATS_EVERY_S = 10.0
@@ -69,6 +70,7 @@ class Campaign:
         self.items = ItemResults()  # the controller's record of how each test item ended
         self._progress_examples = 0  # examples of the last progress line
         self.latest_problem: str | None = None  # why <root>/latest could not point at this run
+        self.summary_exit_status: int | None = None  # the exit status the written summary's result agrees with
 
     def start_item(self) -> None:
         """A new test item (shard) starts: its share of the budget, nothing remembered from the last one."""
@@ -264,24 +266,29 @@ class Campaign:
         interrupted run keeps a repro; the final one replaces it.
         """
         if current_build_context().is_final:
-            spec, failure = self._reduced(spec, failure)
+            try:
+                spec, failure = self._reduced(spec, failure)
+            except KeyboardInterrupt:  # the run is being stopped: keep the network Hypothesis shrank, unconfirmed
+                self._write_final_failure(spec, failure, confirming=False)
+                raise
             self._write_final_failure(spec, failure)
-            if unshrunk := self._unshrunk.pop(failure.signature, None):
-                shutil.rmtree(unshrunk, ignore_errors=True)
         elif failure.signature not in self._unshrunk:
-            unshrunk = self._write_failure(self.config.run_dir / "unshrunk", spec, failure)
+            unshrunk = self._write_failure(self.config.run_dir / UNSHRUNK, spec, failure)
             self._unshrunk[failure.signature] = unshrunk
         return repro_source(spec, failure, self.config.converter, self.config.executors)
 
-    def _write_final_failure(self, spec: NetSpec, failure: ParityFailure) -> Path:
-        """Write a failure that is as small as it gets to its folder, confirm it in a fresh interpreter (unless
-        turned off) and list it in the summary; returns the folder."""
+    def _write_final_failure(self, spec: NetSpec, failure: ParityFailure, confirming: bool = True) -> Path:
+        """Write a failure that is as small as it gets to its folder, list it in the summary, then confirm it in a
+        fresh interpreter (unless turned off, or not ``confirming``); returns the folder. Listed first: a run stopped
+        while confirming keeps it."""
         directory = self._write_failure(self.config.run_dir, spec, failure)
-        confirmation = None
-        if self.config.confirm:
+        unchecked = Confirmation(None, STOPPED_FIRST) if self.config.confirm else None
+        record = self.stats.record_final_failure(spec, failure, directory, time.time() - self.started, unchecked)
+        if unshrunk := self._unshrunk.pop(failure.signature, None):
+            shutil.rmtree(unshrunk, ignore_errors=True)
+        if confirming and self.config.confirm:
             limit = hard_limit(self.config.timeout_s) if self.config.timeout_s else None
-            confirmation = confirm(directory, failure, limit or 600.0)
-        self.stats.record_final_failure(spec, failure, directory, time.time() - self.started, confirmation)
+            self.stats.set_confirmation(record, confirm(directory, failure, limit or 600.0))
         return directory
 
     def _write_failure(self, artifacts: Path, spec: NetSpec, failure: ParityFailure) -> Path:
@@ -338,8 +345,11 @@ class Campaign:
             summary["op_family"] = op_family_summary(merged or CampaignStats(), self.op_kinds, self.config.ops)
             self.config.run_dir.mkdir(parents=True, exist_ok=True)
             write_atomically(self.config.run_dir / "op_fallbacks.txt", fallback_report(summary["op_family"]))
+        if interrupted():  # a signal while the summary was being built (they only mark the run now)
+            exit_status = 2
         summary["result"] = self.items.result(exit_status, summary)
         self.latest_problem = self.folder.write_summary(summary)
+        self.summary_exit_status = exit_status
         return summary
 
 

@@ -25,7 +25,7 @@ from fuzz.layers import LAYER_KINDS
 from fuzz.op_catalog import catalog
 from fuzz.profiles import PROFILES, register_profiles, seed_generation
 from fuzz.run_folder import check_run_id, new_run_id
-from fuzz.runner import executor_names, interrupt, use_executors
+from fuzz.runner import defer_interrupts, executor_names, interrupt, interrupted, use_executors
 from fuzz.spec import DTYPES
 from fuzz.strategies import OP_KINDS
 from fuzz.summary import FINDING, HARNESS_ERROR, command_line, item_properties, summary_lines
@@ -200,8 +200,14 @@ def pytest_configure_node(node) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched) -> None:
-    """xdist: a worker died; report the network it was running (xdist starts a new worker, the campaign goes on)."""
+    """xdist: a worker died; report the network it was running (xdist starts a new worker, the campaign goes on).
+
+    A worker that a signal of its own stopped (xdist takes its exit status 2 for a crash too) did not die: its item
+    is listed as interrupted, nothing else (the run ends as interrupted)."""
     campaign = report.node.config.stash[CAMPAIGN]
+    if getattr(report.node, "workeroutput", {}).get("exitstatus") == pytest.ExitCode.INTERRUPTED:
+        report.user_properties += [("fuzz_campaign_item", True), ("fuzz_interrupted", True)]
+        return
     if (directory := campaign.record_worker_crash(report.node.gateway.id)) is not None:
         failure = (directory / "failure.txt").read_text()
         report.longrepr = f"{report.longrepr}\nwhile running the network in {directory}: {failure}"
@@ -308,20 +314,32 @@ def campaign(request: pytest.FixtureRequest) -> Campaign:
     return request.config.stash[CAMPAIGN]
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session):
+    """Around everything that ends the session (the terminal reporter's summary included): from here on a signal
+    no longer raises (`fuzz.runner.defer_interrupts`), and the run exits as its written summary says (a signal came
+    before it was written: 2, "interrupted"; after: what the summary says)."""
+    defer_interrupts()
     if progress := session.config.stash.get(PROGRESS, None):
         progress.set()
     campaign = session.config.stash.get(CAMPAIGN, None)
     stats = campaign.stats if campaign is not None else None
     if stats is not None and (stats.examples or stats.discarded or stats.known_issue_checks or stats.gpus):
         campaign.write_worker_stats()
+    try:
+        return (yield)
+    finally:
+        if campaign is not None and campaign.summary_exit_status is not None:
+            session.exitstatus = campaign.summary_exit_status
+        elif interrupted():
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     campaign = config.stash.get(CAMPAIGN, None)
     if campaign is None or _worker_id(config) is not None:
         return
-    summary = campaign.summary(int(exitstatus))
+    summary = campaign.summary(int(pytest.ExitCode.INTERRUPTED if interrupted() else exitstatus))
     if summary is not None:
         terminalreporter.section("fuzz campaign summary")
         for line in summary_lines(summary):

@@ -21,7 +21,7 @@ from fuzz.fix import describe, meta_preserving
 from fuzz.harness import Outcome
 from fuzz.model_builder import network_source
 from fuzz.oracle import ExampleTimeout, ParityFailure, ThunderCrash
-from fuzz.run_folder import write_atomically
+from fuzz.run_folder import FAILURE_RECORD, write_atomically
 from fuzz.spec import NetSpec
 
 _REPRO_MAIN = """
@@ -247,7 +247,19 @@ def write_failure(
     write_atomically(directory / "repro.py", repro_source(spec, failure, converter, executors))
     write_atomically(directory / "failure.txt", f"{type(failure).__name__}: {failure}\n")
     write_atomically(directory / "triage.txt", f"{failure.triage}: {failure.__cause__}\n")
+    write_atomically(directory / FAILURE_RECORD, json.dumps(failure_record(spec, failure, directory)) + "\n")
     return directory
+
+
+def failure_record(spec: NetSpec, failure: ParityFailure, directory: Path) -> dict[str, Any]:
+    """What the summary lists of a failure written to ``directory`` (also its ``failure.json``)."""
+    return {
+        "id": failure_id(spec, failure),
+        "class": failure.failure_class,
+        "triage": failure.triage,
+        "message": str(failure).splitlines()[0] if str(failure) else "",
+        "repro": str(directory.resolve() / "repro.py"),  # absolute: the report links it from anywhere
+    }
 
 
 @dataclass
@@ -417,22 +429,24 @@ class CampaignStats:
         directory: Path,
         elapsed_s: float,
         confirmation: Confirmation | None,
-    ) -> None:
-        """A shrunk failure of ``spec``, ``elapsed_s`` into the campaign, written to ``directory``."""
-        self.failures.append(
-            {
-                "id": failure_id(spec, failure),
-                "class": failure.failure_class,
-                "triage": failure.triage,
-                "message": str(failure).splitlines()[0] if str(failure) else "",
-                "repro": str(directory.resolve() / "repro.py"),  # absolute: the report links it from anywhere
-                "shrunk_after_s": round(elapsed_s, 2),
-                "after_examples": self.examples,
-                "confirmed": None if confirmation is None else confirmation.confirmed,
-                "confirmation": "not checked: --fuzz-confirm no" if confirmation is None else confirmation.how,
-                "confirmation_seconds": None if confirmation is None else confirmation.seconds,
-            }
-        )
+    ) -> dict[str, Any]:
+        """A shrunk failure of ``spec``, ``elapsed_s`` into the campaign, written to ``directory``; returns its record
+        (`set_confirmation` updates it)."""
+        record = {
+            **failure_record(spec, failure, directory),
+            "shrunk_after_s": round(elapsed_s, 2),
+            "after_examples": self.examples,
+        }
+        self.failures.append(record)
+        self.set_confirmation(record, confirmation)
+        return record
+
+    @staticmethod
+    def set_confirmation(record: dict[str, Any], confirmation: Confirmation | None) -> None:
+        """Put ``confirmation`` (None: turned off) into a failure ``record``."""
+        record["confirmed"] = None if confirmation is None else confirmation.confirmed
+        record["confirmation"] = "not checked: --fuzz-confirm no" if confirmation is None else confirmation.how
+        record["confirmation_seconds"] = None if confirmation is None else confirmation.seconds
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 LATEST = "latest"
 SUMMARY = "summary.json"
 AB_RECORDS = "converter_ab.jsonl"
+FAILURE_RECORD = "failure.json"  # in each failure folder: what the summary lists of it
+UNSHRUNK = "unshrunk"
 _WORKERS = ".workers"
 
 
@@ -108,6 +110,13 @@ class RunFolder:
         record = json.loads(path.read_text())
         path.unlink()
         return NetSpec.from_json(record["spec"]), time.time() - record["started"]
+
+    def written_failures(self, unshrunk: bool = False) -> list[dict[str, Any]]:
+        """The records of the failure folders on disk: the final ones (each network of one id, its variants too), or
+        those under ``unshrunk/`` (first sight, not shrunk yet): what a run stopped early had found."""
+        root = self.path / UNSHRUNK if unshrunk else self.path
+        records = sorted(root.glob(f"*/{FAILURE_RECORD}")) + sorted(root.glob(f"*/variants/*/{FAILURE_RECORD}"))
+        return [json.loads(path.read_text()) for path in records]
 
     def append_ab_record(self, record: dict[str, Any]) -> None:
         """One line of ``converter_ab.jsonl`` (a short append is atomic between processes)."""

@@ -198,12 +198,27 @@ def forget_compilations() -> None:
 
 
 _interrupted = threading.Event()
+_deferred = threading.Event()
 
 
 def interrupt(signum, frame) -> None:
-    """Signal handler (SIGINT, SIGTERM): end the run like Ctrl-C, and remember it (see `interrupted`)."""
+    """Signal handler (SIGINT, SIGTERM): the first signal ends the run like Ctrl-C; every signal marks the run
+    interrupted (see `interrupted`).
+
+    Only the first one raises: `timeout`, Slurm and Kubernetes signal the process and then its whole group, so the
+    controller gets SIGTERM twice, and a second KeyboardInterrupt landing in pytest's handling of the first escaped
+    it: pytest then wrote the summary with exit status 0 ("passed") and died in a traceback. Once `defer_interrupts`
+    ran (the summary is being written) no signal raises: the summary says the run was interrupted instead.
+    """
+    first = not _interrupted.is_set()
     _interrupted.set()
-    raise KeyboardInterrupt(f"signal {signum}")
+    if first and not _deferred.is_set():
+        raise KeyboardInterrupt(f"signal {signum}")
+
+
+def defer_interrupts() -> None:
+    """From now on a signal only marks the run interrupted: what is being written (the summary) is written whole."""
+    _deferred.set()
 
 
 def interrupted() -> bool:

@@ -11,7 +11,7 @@ import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from fuzz.run_folder import AB_RECORDS
+from fuzz.run_folder import AB_RECORDS, RunFolder
 
 if TYPE_CHECKING:
     from fuzz.report import CampaignStats
@@ -20,6 +20,7 @@ if sys.version_info < (3, 11):  # Hypothesis's own dependency there
     from exceptiongroup import BaseExceptionGroup
 
 COMMAND_VARIABLE = "CKPT_FUZZ_COMMAND"
+STOPPED_FIRST = "not checked: the run was stopped first"
 _LISTED_OPS = 12  # ops named on the terminal; summary.json lists them all
 
 
@@ -43,7 +44,16 @@ def build_summary(config, stats: CampaignStats, items: ItemResults, wall_s: floa
     distinct: dict[str, dict[str, Any]] = {}
     for failure in stats.failures:
         distinct.setdefault(failure["repro"], {**failure, "found_by_shards": 0})["found_by_shards"] += 1
-    summary["failures"] = list(distinct.values())
+    # A process stopped or killed after writing a failure but before its counters: the folder on disk is the record.
+    folder = RunFolder(config.run_dir)
+    unlisted = [record for record in folder.written_failures() if record["repro"] not in distinct]
+    summary["failures"] = list(distinct.values()) + [
+        {**record, "shrunk_after_s": None, "after_examples": None, "found_by_shards": 1}
+        | {"confirmed": None, "confirmation": STOPPED_FIRST, "confirmation_seconds": None}
+        for record in unlisted
+    ]
+    # First sight of a failure whose shrinking never ended (the run was stopped): listed, not lost.
+    summary["unshrunk_failures"] = folder.written_failures(unshrunk=True)
     summary.update(items.to_dict())
     summary["replay_options"] = replay_options(config)
     return summary
@@ -117,6 +127,8 @@ class ItemResults:
             return
         self.campaign_items += when == "call"
         self.out_of_budget_before_first_example += bool(properties.get("fuzz_out_of_budget"))
+        if properties.get("fuzz_interrupted"):  # its worker was stopped by a signal: the run says interrupted
+            return
         if failed and properties.get("fuzz_failure_kind") == FINDING:
             self.findings.append(nodeid)
         elif failed:
@@ -142,6 +154,7 @@ class ItemResults:
             f"{len(items)} {what}"
             for items, what in (
                 (summary["failures"], "failure(s)"),
+                (summary.get("unshrunk_failures", ()), "failure(s) not shrunk yet"),
                 (self.harness_errors, "harness error(s)"),
                 (changed, "known issue(s) whose status changed"),
                 (self.other_failed, "other failed test(s)"),
@@ -252,14 +265,19 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f = failures[0]
         lines.append(
             f"FAILURE {f['id']} [{failure_class}, {triage}, {confirmation_text(f)}] "
-            f"shrunk after {f['shrunk_after_s']} s, "
-            f"found by {sum(g['found_by_shards'] for g in failures)} shard(s): {message}\n    repro: {f['repro']}"
+            + (f"shrunk after {f['shrunk_after_s']} s, " if f["shrunk_after_s"] is not None else "")
+            + f"found by {sum(g['found_by_shards'] for g in failures)} shard(s): {message}\n    repro: {f['repro']}"
             + (
                 f"\n    the same in {len(failures) - 1} other network(s): {', '.join(g['id'] for g in failures[1:])}"
                 if failures[1:]
                 else ""
             )
         )
+    lines += [
+        f"FAILURE (not shrunk: the run was stopped first) {f['id']} [{f['class']}, {f['triage']}]: {f['message']}\n"
+        f"    repro: {f['repro']}"
+        for f in summary.get("unshrunk_failures", ())
+    ]
     lines += [f"warning, in {count} test item(s): {message}" for message, count in summary.get("warnings", {}).items()]
     lines += [f"HARNESS ERROR (ours, not thunder's) in {e['item']}: {e['error']}" for e in summary["harness_errors"]]
     lines.append(f"result: {summary['result']}")

@@ -194,8 +194,62 @@ def install_from_environment() -> None:
         _installed_from_environment.append(name)
 
 
+def _pause(where: Callable, phase: str, after: bool = False) -> Callable:
+    """``where``, except that its first call in the whole campaign (marked by the file $FUZZ_PAUSE_MARKER, which gets
+    the pid of the process and the phase) waits up to 30 s, before (or ``after``) it runs, for the run to be
+    stopped: a test then knows which process to signal, and that it is in ``phase``."""
+
+    def wait_for_the_signal() -> None:
+        try:
+            marker = os.open(os.environ["FUZZ_PAUSE_MARKER"], os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        os.write(marker, f"{os.getpid()} {phase}".encode())
+        os.close(marker)
+        from fuzz.runner import interrupted
+
+        end = time.monotonic() + 30
+        while time.monotonic() < end and not interrupted():  # (once signals only mark the run: the summary's phase)
+            time.sleep(0.05)
+
+    def paused(*args, **kwargs):
+        if not after:
+            wait_for_the_signal()
+        result = where(*args, **kwargs)
+        if after:
+            wait_for_the_signal()
+        return result
+
+    return paused
+
+
+def _install_pause(phase: str) -> None:
+    """Make the campaign wait in ``phase`` (see `_pause`): generation (the first example), shrinking (once the first
+    failure is written as unshrunk), reduction (of a shrunk failure), confirmation (its repro.py), summary."""
+    import fuzz.campaign
+
+    if phase == "shrinking":
+        original = fuzz.campaign.Campaign._write_failure
+
+        def write_failure(self, artifacts, spec, failure):
+            written = _pause(original, phase, after=True) if artifacts.name == "unshrunk" else original
+            return written(self, artifacts, spec, failure)
+
+        fuzz.campaign.Campaign._write_failure = write_failure
+        return
+    module, name = {
+        "generation": (fuzz.campaign, "check_spec"),
+        "reduction": (fuzz.campaign, "reduce_spec"),
+        "confirmation": (fuzz.campaign, "confirm"),
+        "summary": (fuzz.campaign, "build_summary"),
+    }[phase]
+    setattr(module, name, _pause(getattr(module, name), phase))
+
+
 def pytest_configure(config) -> None:
     install_from_environment()
+    if phase := os.environ.get("FUZZ_PAUSE_AT"):
+        _install_pause(phase)
     if os.environ.get("FUZZ_INJECT_HARNESS_ERROR"):  # a bug of ours, not thunder's: on every example
         import fuzz.campaign
 

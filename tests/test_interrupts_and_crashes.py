@@ -15,18 +15,75 @@ from pathlib import Path
 import pytest
 
 from fuzz.spec import NetSpec
-from tests.campaign_runs import FAULT, ROOT, campaign_command, run_campaign, run_repro
+from tests.campaign_runs import FAULT, ROOT, campaign_command, fault_everywhere, run_campaign, run_repro
+
+# Where a stop lands, and whom it reaches: "group" is what `timeout`, Slurm and Kubernetes do (the controller, then its
+# whole process group: the controller gets the signal twice), "worker" the xdist worker in that phase alone. The
+# summary is written by the controller only. What was found by then: nothing at the first example.
+_STOPS = [
+    pytest.param("shrinking", "group", signal.SIGTERM, id="shrinking-group-SIGTERM"),
+    *(
+        pytest.param(phase, whom, stop, marks=pytest.mark.slow, id=f"{phase}-{whom}-{stop.name}")
+        for phase in ("generation", "shrinking", "reduction", "confirmation", "summary")
+        for whom in ("group", "worker")
+        for stop in (signal.SIGTERM, signal.SIGINT)
+        if (phase, whom, stop) != ("shrinking", "group", signal.SIGTERM) and (phase, whom) != ("summary", "worker")
+    ),
+]
 
 
-@pytest.mark.parametrize(
-    "stop",
-    [
-        pytest.param(signal.SIGINT, marks=pytest.mark.slow),
-        signal.SIGTERM,
-        pytest.param(signal.SIGKILL, marks=pytest.mark.slow),
-    ],
-    ids=lambda s: s.name,
-)
+@pytest.mark.parametrize(("phase", "whom", "stop"), _STOPS)
+def test_a_stopped_campaign_says_interrupted_and_lists_what_it_found(tmp_path, phase, whom, stop):
+    # The campaign waits in `phase` (tests/faults.py) until the signal came; 2 xdist workers, a fault in thunder.
+    env = {
+        **os.environ,
+        **fault_everywhere(FAULT),
+        "FUZZ_PAUSE_AT": phase,
+        "FUZZ_PAUSE_MARKER": str(tmp_path / "paused"),
+    }
+    command = campaign_command(
+        tmp_path, "--hypothesis-profile", "nightly", "--fuzz-minutes", "3", "--fuzz-layers", "tanh,relu", workers=2
+    )
+    out_path, err_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    with open(out_path, "w") as out, open(err_path, "w") as err:  # (a pipe nobody reads fills up and blocks it)
+        campaign = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=err, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not (tmp_path / "paused").exists() or not (tmp_path / "paused").read_text():
+            assert campaign.poll() is None and time.monotonic() < deadline, f"the campaign never reached {phase}"
+            time.sleep(0.1)
+        pid, paused_in = (tmp_path / "paused").read_text().split()
+        assert paused_in == phase
+        if whom == "group":
+            os.kill(campaign.pid, stop)
+            os.killpg(campaign.pid, stop)
+        else:
+            assert int(pid) != campaign.pid, "the phase ran in the controller"
+            os.kill(int(pid), stop)
+        campaign.wait(timeout=180)
+    finally:
+        campaign.kill()
+    out, err = out_path.read_text(), err_path.read_text()
+    assert campaign.returncode == 2, out[-3000:] + err[-3000:]
+    summary = json.loads((tmp_path / "artifacts" / "latest" / "summary.json").read_text())
+    assert summary["result"].startswith("interrupted: "), summary["result"]
+    assert f"result: {summary['result']}" in out
+    assert "Traceback" not in err, err[-3000:]
+    listed = summary["failures"] + summary["unshrunk_failures"]
+    if phase == "generation":
+        assert not listed, listed
+        return
+    assert [f["class"] for f in listed] == ["gradient-divergence"] * len(listed) and listed, listed
+    assert summary["result"].endswith("failure(s))") or "not shrunk yet" in summary["result"], summary["result"]
+    if phase in ("reduction", "confirmation"):  # shrunk by Hypothesis: written as final, listed unconfirmed
+        assert summary["failures"] and summary["failures"][0]["confirmed"] is None, summary["failures"]
+    if (phase, whom, stop) == ("shrinking", "group", signal.SIGTERM):
+        assert all(run_repro(Path(f["repro"]), FAULT).returncode == 1 for f in listed)
+        assert list((tmp_path / "db").rglob("*")), "the failing example is in the database too"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGKILL], ids=lambda s: s.name)
 def test_an_interrupted_campaign_keeps_the_failure_it_had_found(tmp_path, stop):
     # SIGKILL stands for a crashed or killed worker: no handler runs, and still nothing found is lost.
     env = {**os.environ, "FUZZ_INJECT_FAULT": FAULT}
