@@ -23,6 +23,7 @@ from fuzz.choices import CONVERTER_CHOICES, DEVICE_CHOICES
 from fuzz.run_folder import SUMMARY, find_run
 
 DEFAULT_ROOT = Path("fuzz-artifacts")
+_REGISTRY = Path(__file__).resolve().parent.parent / "known_issues"  # (fuzz.known_issues.KNOWN_ISSUES_DIR, no torch)
 COULD_NOT_RUN = 2
 THUNDER_VARIABLE = "CKPT_FUZZ_THUNDER"  # "REQUEST=VERSION" once the process runs on the thunder --thunder asked for
 
@@ -150,11 +151,37 @@ def _report(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _known_issues(args: argparse.Namespace, extra: list[str]) -> int:
-    """Re-test every registry entry's spec on the installed thunder (the engine's ``--known-issues check``)."""
+    """Re-test every registry entry's spec on the installed thunder (the engine's ``--known-issues check``); with
+    ``--record``, record the signatures and bands of the entries named (all but the slow ones when none is)."""
+    if args.record is not None:
+        return _record_signatures(args.record, args.device)
     arguments = ["-k", "known_issue_still_reproduces", "--known-issues", "check"]
     arguments += ["--fuzz-timeout", str(args.timeout), "--fuzz-device", args.device]
     arguments += ["--fuzz-artifacts", str(args.artifacts), "--fuzz-progress", "0"]
     return _pytest([*arguments, *extra], args.argv)
+
+
+def _record_signatures(ids: list[str], device: str) -> int:
+    """``known-issues --record``: each entry's ``entry.toml`` from its own reproductions (`record_entry`)."""
+    if unknown := [i for i in ids if not (_REGISTRY / i / "spec.json").is_file()]:  # checked before thunder loads
+        print(f"ckpt-fuzz known-issues --record: no known issue {', '.join(unknown)} in {_REGISTRY}", file=sys.stderr)
+        return 4
+    from fuzz.config import resolve_device
+    from fuzz.known_issue_files import record_entry
+    from fuzz.known_issues import KNOWN_ISSUES
+
+    by_id = {issue.id: issue for issue in KNOWN_ISSUES}
+    chosen = [by_id[i] for i in ids] or [issue for issue in KNOWN_ISSUES if not issue.slow]
+    failed = 0
+    for issue in chosen:
+        try:
+            path, how = record_entry(issue, resolve_device(device))
+        except ValueError as error:
+            print(f"NOT RECORDED: {error}", flush=True)
+            failed += 1
+            continue
+        print(f"{issue.id}: {how} -> {path}", flush=True)
+    return 1 if failed else 0
 
 
 def _bisect(args: argparse.Namespace, extra: list[str]) -> int:
@@ -303,6 +330,13 @@ def _parser() -> argparse.ArgumentParser:
 
     known = command("known-issues", _known_issues, "re-test every known-issue entry on the installed thunder")
     known.add_argument("--timeout", type=float, default=30.0, help="seconds per entry under thunderfx (%(default)s)")
+    known.add_argument(
+        "--record",
+        nargs="*",
+        metavar="ID",
+        help="record these entries' signatures and bands (entry.toml) from their own reproductions (none named: all "
+        "but the slow ones)",
+    )
     artifacts(known)
     device(known)
     thunder(known)

@@ -81,7 +81,9 @@ def _failures(summary: dict[str, Any], run_dir: Path) -> str:
     rows = [
         '<tr class="failure">'
         f"<td><b>{_e(f['id'])}</b><br>{_e(f['class'])}, {_e(f['triage'])}</td>"
-        f"<td>{_e(f['message'])}<br><i>{_e(confirmation_text(f))}</i></td>"
+        f"<td>{_e(f['message'])}<br><i>{_e(confirmation_text(f))}</i>"
+        + "".join(f"<br>{_e(line)}" for line in f.get("resembles", ()))
+        + "</td>"
         f"<td>{_network(Path(f['repro']).parent / 'spec.json')}</td>"
         f'<td><a href="{_e(_link(Path(f["repro"]), run_dir))}">repro.py</a></td></tr>'
         for f in failures

@@ -8,13 +8,18 @@ first re-runs each entry that is not slow and records its failure and triage ane
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
+from pathlib import Path
 
 import fuzz.oracle
 from fuzz.harness import check_spec
-from fuzz.known_issues import KNOWN_ISSUES, KNOWN_ISSUES_DIR
+from fuzz.known_issue_signatures import ENTRY_FILE, MIN_REPRODUCTIONS, entry_text, observe, record_signatures
+from fuzz.known_issues import KNOWN_ISSUES, KNOWN_ISSUES_DIR, KnownIssue, installed_thunder
 from fuzz.oracle import ParityFailure, Triage, with_triage
+from fuzz.reduce import valid
 from fuzz.report import repro_source, write_failure
-from fuzz.spec import NetSpec
+from fuzz.run_folder import write_atomically
+from fuzz.spec import DTYPES, NetSpec
 
 _TRIAGES = {cls.label: cls for cls in Triage.__subclasses__()}
 
@@ -34,6 +39,41 @@ def recorded_spec(issue_id: str) -> NetSpec:
 def expected_repro(issue_id: str) -> str:
     """The repro.py the current builder and template write for the entry."""
     return repro_source(recorded_spec(issue_id), recorded_failure(issue_id), "fixed")
+
+
+# Seeds tried per dtype for the reproductions a signature is recorded from (the entry's own spec, other weights).
+_RECORD_TRIES = 12
+
+
+def record_entry(issue: KnownIssue, device: str = "cpu", converter: str = "fixed") -> tuple[Path, str]:
+    """Record ``issue``'s ``entry.toml`` (`fuzz.known_issue_signatures`) from reproductions of its registered spec: in
+    its dtype and every other dtype the entry applies to, on up to `_RECORD_TRIES` seeds each, until
+    `MIN_REPRODUCTIONS` reproduced (a failure of the entry's classes). Returns the file and what it was recorded from;
+    raises ValueError when nothing reproduced (nothing is written then)."""
+    base = replace(recorded_spec(issue.id), device=device)
+    dtypes = [base.dtype] + [d for d in DTYPES if d != base.dtype and issue.applies(replace(base, dtype=d))]
+    observations, counts = [], {}
+    for dtype in dtypes:
+        found = 0
+        for seed in range(base.seed, base.seed + _RECORD_TRIES):
+            spec = replace(base, dtype=dtype, seed=seed)
+            if not valid(spec):
+                break
+            failure = check_spec(spec, converter=converter).failure
+            if failure is not None and failure.failure_class in issue.failure_classes:
+                observations.append(observe(spec, failure))
+                found += 1
+            if found == MIN_REPRODUCTIONS:
+                break
+        if found:
+            counts[dtype] = found
+    if not observations:
+        raise ValueError(f"{issue.id}: its registered spec reproduces on no seed; bisect or retire the entry")
+    how = ", ".join(f"{n} reproduction(s) in {dtype}" for dtype, n in counts.items())
+    how = f"recorded on {device}, thunder {installed_thunder()}, from {how} (seeds of its registered spec)"
+    path = KNOWN_ISSUES_DIR / issue.id / ENTRY_FILE
+    write_atomically(path, entry_text(issue.id, record_signatures(observations, installed_thunder()), how))
+    return path, how
 
 
 def main(argv: list[str]) -> int:

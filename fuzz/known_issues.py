@@ -18,6 +18,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from fuzz.known_issue_signatures import observe, read_entry, resemblance
 from fuzz.layers import LAYER_KINDS
 from fuzz.oracle import ParityFailure
 from fuzz.reduce import without_layers
@@ -34,6 +35,7 @@ def _version_record(path: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+_entry = cache(read_entry)
 installed_thunder = cache(installed)  # the thunder this process imports does not change while it runs
 
 
@@ -70,9 +72,18 @@ class KnownIssue:
             fixed_in is None or Version(thunder) < Version(fixed_in)
         )
 
-    def reproduced_by(self, failure: ParityFailure | None) -> bool:
-        """Whether ``failure`` is this issue showing (a failure of one of its classes)."""
-        return failure is not None and failure.failure_class in self.failure_classes
+    def reproduced_by(self, failure: ParityFailure | None, spec: NetSpec) -> bool:
+        """Whether ``failure`` of ``spec`` is this issue showing (see `difference`)."""
+        return self.difference(failure, spec) is None
+
+    def difference(self, failure: ParityFailure | None, spec: NetSpec) -> str | None:
+        """None when ``failure`` of ``spec`` is this issue showing: a failure of one of its classes that matches the
+        signature recorded in its ``entry.toml`` inside the band (`fuzz.known_issue_signatures`; an entry without
+        one, a slow entry never run in a campaign, matches by class); else how it differs."""
+        if failure is None or failure.failure_class not in self.failure_classes:
+            return f"another class ({failure.failure_class if failure else 'no failure'})"
+        entry = _entry(KNOWN_ISSUES_DIR / self.id)
+        return None if entry is None else resemblance(entry, observe(spec, failure))
 
     def status(self, reproduced: bool, thunder: str) -> tuple[str, bool]:
         """The verdict of a re-test of the entry on thunder version ``thunder`` that ``reproduced`` it or not, and
@@ -345,9 +356,10 @@ KNOWN_ISSUES += (
         "torch.sigmoid(torch.tensor(-500.)) backward; reached when a sigmoid follows an op whose output grows "
         "large (sinh, exp, pow, ...) (thunder-general; found by the nightly campaign)",
         ("gradient-divergence",),
-        # The trigger is the explosive op before a sigmoid (deleting it takes the large inputs away).
+        # The trigger is the sigmoid (or the layer computing one) after an explosive op: the bug is the sigmoid's, and
+        # taking it out must not take a new bug of the explosive op with it.
         lambda spec, i: (
-            spec.layers[i].params.get("op") in _EXPLOSIVE and any(map(_applies_sigmoid, spec.layers[i + 1 :]))
+            _applies_sigmoid(spec.layers[i]) and any(layer.params.get("op") in _EXPLOSIVE for layer in spec.layers[:i])
         ),
     ),
     _layer_issue(
@@ -386,11 +398,11 @@ KNOWN_ISSUES += (
     _layer_issue(
         "attention-bfloat16-grad-inaccurate",
         "thunderfx's bfloat16 attention backward is far less accurate than eager's: causal Attention(7 heads) -> "
-        "ReLU -> Linear -> Linear(-> 1), batch 4, sequence 3: the q/k weight and input gradients are 55x (another "
-        "seed: 223x) eager's error against float64 (k weight ~0.92x, some q weight elements off by the tensor's "
-        "scale), while thunderfx is right in float32; float16 and F.scaled_dot_product_attention alike (accuracy, "
-        "thunder-general)",
-        ("accuracy",),
+        "ReLU -> Linear -> Linear(-> 1), batch 4, sequence 3: the k weight gradient is 37% of the tensor's scale off "
+        "(drift 0.92x; another seed: 2.9x the scale, 0.15x) while thunderfx is right in float32; float16 and "
+        "F.scaled_dot_product_attention alike. Beyond an accuracy gap's bound (docs/oracle.md): a wrong result in "
+        "low precision, matched by its band (thunder-general)",
+        ("accuracy", "gradient-divergence"),
         lambda spec, i: (
             spec.dtype in ("bfloat16", "float16")
             and (spec.layers[i].kind in _ATTENTION_KINDS or _op_layer(("scaled_dot_product_attention",))(spec, i))
@@ -415,9 +427,10 @@ KNOWN_ISSUES += (
     _layer_issue(
         "softmax-bfloat16-grad-inaccurate",
         "thunderfx's bfloat16 softmax backward is less accurate than eager's: torch.softmax(x, dim=1) of a (2, 2) "
-        "tensor, one input-gradient element 0.0518 where float64 gives 0.0743 (16x eager's error), while thunderfx "
-        "is right in float32 (accuracy, thunder-general; found by the verdict-trust campaign)",
-        ("accuracy",),
+        "tensor, one input-gradient element 0.0518 where float64 gives 0.0743 (30% of the tensor's scale, 16x "
+        "eager's error), while thunderfx is right in float32: beyond an accuracy gap's bound (docs/oracle.md), a "
+        "wrong result in low precision, matched by its band (thunder-general; found by the verdict-trust campaign)",
+        ("accuracy", "gradient-divergence"),
         lambda spec, i: spec.dtype == "bfloat16" and _applies("softmax")(spec.layers[i]),
     ),
 )

@@ -39,10 +39,15 @@ class EagerInconsistent(Triage):
     label = "eager-inconsistent"
 
 
+RESEMBLES = "resembles known issue "  # heads each line that names a known issue a new failure resembles
+
+
 class ParityFailure(AssertionError):
     """Thunderfx disagrees with eager on a valid network; subclasses name the failure class."""
 
     failure_class: ClassVar[str] = "parity-failure"
+    # The tensors that did not match (`fuzz.parity.Mismatch`: name, error, drift), for a divergence or a gap.
+    mismatches: tuple = ()
 
     @property
     def triage(self) -> str:
@@ -180,9 +185,17 @@ def judge(
     forward, gradients = compare(thunder_result, expected_result, reference_result, probe)
     header = [] if baseline == "eager" else [f"judged against {baseline}"]
     kind = failure_class(forward, gradients, right_one_precision_up)
+    failure = _failure_of_class(kind, forward, gradients, header, str(expected_result[0].dtype).removeprefix("torch."))
+    if failure is not None:
+        failure.mismatches = tuple(forward + gradients)
+    return failure
+
+
+def _failure_of_class(
+    kind: str | None, forward: list, gradients: list, header: list[str], dtype: str
+) -> ParityFailure | None:
     if kind == "accuracy":
         ratio = accuracy_ratio(forward + gradients)
-        dtype = str(expected_result[0].dtype).removeprefix("torch.")
         gap = AccuracyGap(
             "\n".join(
                 [

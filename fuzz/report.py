@@ -20,7 +20,7 @@ from fuzz.coverage import traits
 from fuzz.fix import describe, meta_preserving
 from fuzz.harness import Outcome
 from fuzz.model_builder import network_source
-from fuzz.oracle import ExampleTimeout, ParityFailure, ThunderCrash
+from fuzz.oracle import RESEMBLES, ExampleTimeout, ParityFailure, ThunderCrash
 from fuzz.run_folder import FAILURE_RECORD, write_atomically
 from fuzz.spec import NetSpec
 
@@ -259,6 +259,8 @@ def failure_record(spec: NetSpec, failure: ParityFailure, directory: Path) -> di
         "triage": failure.triage,
         "message": str(failure).splitlines()[0] if str(failure) else "",
         "repro": str(directory.resolve() / "repro.py"),  # absolute: the report links it from anywhere
+        # The known issues its spec matches whose signature or band it falls outside (`fuzz.campaign.record`).
+        "resembles": [line for line in str(failure).splitlines() if line.startswith(RESEMBLES)],
     }
 
 
@@ -342,8 +344,10 @@ class CampaignStats:
     # known issue id -> [examples where it reproduced, examples where it did not]
     known_issues: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
     known_issue_checks: dict[str, str] = field(default_factory=dict)  # id -> verdict of --known-issues check
-    discarded: int = 0  # drawn specs not run (a known issue they match is excluded or slow)
-    known_class_failures: int = 0  # failing examples that matched a known issue of their failure class
+    discarded: int = 0  # drawn specs not run: a known issue they match is slow (its cost is the problem)
+    discarded_reasons: Counter = field(default_factory=Counter)  # id of the slow issue -> specs not run for it
+    known_class_failures: int = 0  # failing examples that matched a known issue's signature inside its band
+    known_resembling_failures: int = 0  # failing examples of a known issue's class outside its signature or band
     known_explained_failures: int = 0  # of those, the ones that went away without the issue's trigger
     # "<op> <form>" of op layers inside checkpoints -> [examples thunder compiled them in, fell back, failed]
     op_coverage: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
@@ -469,7 +473,9 @@ class CampaignStats:
             "known_issues": dict(self.known_issues),
             "known_issue_checks": self.known_issue_checks,
             "discarded": self.discarded,
+            "discarded_reasons": dict(self.discarded_reasons),
             "known_class_failures": self.known_class_failures,
+            "known_resembling_failures": self.known_resembling_failures,
             "known_explained_failures": self.known_explained_failures,
             "op_coverage": dict(sorted(self.op_coverage.items())),
             "op_split_reasons": {key: dict(reasons) for key, reasons in sorted(self.op_split_reasons.items())},
@@ -502,7 +508,9 @@ class CampaignStats:
             known_issues=defaultdict(lambda: [0, 0], data["known_issues"]),
             known_issue_checks=dict(data["known_issue_checks"]),
             discarded=data.get("discarded", 0),
+            discarded_reasons=Counter(data.get("discarded_reasons", {})),
             known_class_failures=data.get("known_class_failures", 0),
+            known_resembling_failures=data.get("known_resembling_failures", 0),
             known_explained_failures=data.get("known_explained_failures", 0),
             op_coverage=defaultdict(lambda: [0, 0, 0], data.get("op_coverage", {})),
             op_split_reasons=defaultdict(
@@ -529,6 +537,7 @@ class CampaignStats:
             "converter_verdict_changes",
             "discarded",
             "known_class_failures",
+            "known_resembling_failures",
             "known_explained_failures",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
@@ -544,6 +553,7 @@ class CampaignStats:
             self.op_first_compiled_s[op] = min(seconds, self.op_first_compiled_s.get(op, seconds))
         self.failing_examples += other.failing_examples
         self.invalid_reasons += other.invalid_reasons
+        self.discarded_reasons += other.discarded_reasons
         self.coverage += other.coverage
         self.fell_back_coverage += other.fell_back_coverage
         self.failures += other.failures

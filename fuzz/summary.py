@@ -237,16 +237,17 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         for issue, counts in summary["known_issues"].items()
     ]
     lines += [f"known issue {issue} re-tested: {verdict}" for issue, verdict in summary["known_issue_checks"].items()]
-    if summary["known_class_failures"]:
+    if summary["known_class_failures"] or summary.get("known_resembling_failures"):
         lines.append(
-            f"{summary['known_class_failures']} failing examples matched a known issue of their class; "
+            f"{summary['known_class_failures']} failing examples matched a known issue's signature inside its band; "
             f"{summary['known_explained_failures']} went away without the issue's trigger (attributed to it), "
-            "the rest are reported as new failures"
+            f"the rest are reported as new failures, as are {summary.get('known_resembling_failures', 0)} that "
+            "resembled a known issue outside its signature or band"
         )
     if summary["discarded"]:
         lines.append(
-            f"{summary['discarded']} drawn networks not run (a known issue they match is excluded or slow): "
-            f"share {summary['discarded_share']:.1%}"
+            f"{summary['discarded']} drawn networks not run (a known issue they match takes minutes to fail: "
+            f"{summary.get('discarded_reasons') or 'see summary.json'}): share {summary['discarded_share']:.1%}"
         )
     if "op_family" in summary:
         lines += op_family_lines(summary["op_family"])
@@ -267,6 +268,7 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             f"FAILURE {f['id']} [{failure_class}, {triage}, {confirmation_text(f)}] "
             + (f"shrunk after {f['shrunk_after_s']} s, " if f["shrunk_after_s"] is not None else "")
             + f"found by {sum(g['found_by_shards'] for g in failures)} shard(s): {message}\n    repro: {f['repro']}"
+            + "".join(f"\n    {line}" for line in f.get("resembles", ()))
             + (
                 f"\n    the same in {len(failures) - 1} other network(s): {', '.join(g['id'] for g in failures[1:])}"
                 if failures[1:]

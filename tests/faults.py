@@ -36,6 +36,18 @@ def _scaled_gradient(op, factor: float):
     return faulty
 
 
+def scaled_gradient_in(op, factor: float, dtypes: tuple[str, ...] = ("bfloat16", "float16")):
+    """``op`` whose gradient is scaled by ``factor`` only in ``dtypes`` (by default the low-precision ones: thunderfx
+    is then right one precision up, as with a bug in a low-precision kernel, what an accuracy gap must not swallow)."""
+    scaled = _scaled_gradient(op, factor)
+
+    def faulty(a, *args, **kwargs):
+        return (scaled if str(a.dtype).rpartition(".")[2].rstrip("_") in dtypes else op)(a, *args, **kwargs)
+
+    faulty.__name__ = f"faulty_{getattr(op, '__name__', 'op')}"
+    return faulty
+
+
 def _slope_gradient_x2(op):
     """leaky_relu whose gradient is doubled when it is called with a non-default negative_slope."""
 
@@ -135,6 +147,8 @@ FAULTS = {
     "tanh-grad-x2": (torch.tanh, lambda op: _scaled_gradient(op, 2.0)),
     "tanh-grad-x1.001": (torch.tanh, lambda op: _scaled_gradient(op, 1.001)),
     "tanh-grad-x1.01": (torch.tanh, lambda op: _scaled_gradient(op, 1.01)),
+    # Low precision only (right in float32): 30% off, as a bfloat16 kernel bug would be.
+    "softmax-low-precision-grad-x0.7": (torch.softmax, lambda op: scaled_gradient_in(op, 0.7)),
     # Only networks with attention (the decoder family's blocks, attention, transformer_block).
     "sdpa-grad-x2": (F.scaled_dot_product_attention, lambda op: _scaled_gradient(op, 2.0)),
     # Only one argument of one op of the op family: leaky_relu with a non-default negative_slope.
@@ -168,6 +182,17 @@ def install(name: str) -> Callable[[], None]:
     original = _torch_to_thunder_function_map[torch_op]
     _torch_to_thunder_function_map[torch_op] = make_faulty(original)
     return lambda: _torch_to_thunder_function_map.__setitem__(torch_op, original)
+
+
+@contextlib.contextmanager
+def replaced(torch_op, make_faulty: Callable) -> Iterator[None]:
+    """The thunder op that checkpointed ``torch_op`` calls replaced by ``make_faulty(original)`` within the block."""
+    original = _torch_to_thunder_function_map[torch_op]
+    _torch_to_thunder_function_map[torch_op] = make_faulty(original)
+    try:
+        yield
+    finally:
+        _torch_to_thunder_function_map[torch_op] = original
 
 
 @contextlib.contextmanager

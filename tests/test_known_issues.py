@@ -22,7 +22,7 @@ def test_known_issue_is_as_its_version_record_expects_on_the_installed_thunder(i
     # When this fails, thunder fixed the bug (or it came back after its recorded fix): record the version range
     # with `ckpt-fuzz bisect ID --record`.
     outcome = check_spec(recorded_spec(issue.id))
-    verdict, as_expected = issue.status(issue.reproduced_by(outcome.failure), installed_thunder())
+    verdict, as_expected = issue.status(issue.reproduced_by(outcome.failure, outcome.spec), installed_thunder())
     assert as_expected, verdict
     if outcome.failure is not None:  # the triage (checkpoint-specific or thunder-general) is re-derived, not copied
         assert outcome.failure.triage == recorded_failure(issue.id).triage

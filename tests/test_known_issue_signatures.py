@@ -1,0 +1,101 @@
+"""A known issue claims one bug: its recorded signature and band, never its whole class of failures."""
+
+import subprocess
+import sys
+
+import pytest
+
+from fuzz.known_issue_files import KNOWN_ISSUES_DIR
+from fuzz.known_issue_signatures import MARGIN, Observation, read_entry, resemblance, tensor_role
+from fuzz.known_issues import KNOWN_ISSUES
+from fuzz.spec import LayerSpec, NetSpec
+from tests.campaign_runs import ROOT
+
+_BAND = {"dtype": "bfloat16", "device": "cpu", "thunder": "0.2.6", "reproductions": 3}
+ENTRY = {
+    "signature": [
+        {
+            "class": "gradient-divergence",
+            "triage": "thunder-general",
+            "crash": "",
+            "roles": ["grad of input", "grad of linear.weight"],
+            "band": [{**_BAND, "error": [0.2, 0.3], "drift": [0.05, 0.1]}],
+        },
+        {
+            "class": "thunder-crash",
+            "triage": "thunder-general",
+            "crash": "RuntimeError: shape [#] is invalid",
+            "roles": [],
+            "band": [{**_BAND, "dtype": "float32", "error": [0.0, 0.0], "drift": [0.0, 0.0]}],
+        },
+    ]
+}
+
+
+def _divergence(*tensors, dtype="bfloat16", triage="thunder-general") -> Observation:
+    return Observation("gradient-divergence", triage, "", tuple(tensors), dtype, "cpu")
+
+
+def _crash(signature: str) -> Observation:
+    return Observation("thunder-crash", "thunder-general", signature, (), "float32", "cpu")
+
+
+@pytest.mark.parametrize(
+    ("seen", "difference"),
+    [
+        (_divergence(("grad of input", 0.25, 0.08)), None),
+        (_divergence(("grad of input", 0.3 * MARGIN, 0.1 * MARGIN), ("grad of linear.weight", 0.2 / MARGIN, 0)), None),
+        (_divergence(("grad of input", 0.3 * MARGIN * 1.01, 0.08)), "grad of input: error 0.606 outside the band"),
+        (_divergence(("grad of input", 0.25, 0.21)), "grad of input: drift 0.21 above the band's 0.2"),
+        (_divergence(("grad of input", 0.09, 0.0)), "error 0.09 outside the band [0.1, 0.6]"),
+        (_divergence(("output", 0.25, 0.08)), "other tensors diverge (output)"),
+        (_divergence(("grad of input", 0.25, 0.08), dtype="float16"), "no band recorded for float16 on cpu"),
+        (_divergence(("grad of input", 0.25, 0.08), triage="checkpoint-specific"), "another class or triage"),
+        (
+            Observation("thunder-crash", "thunder-general", "RuntimeError: shape [#] is invalid", (), "float32", "cpu"),
+            None,
+        ),
+        (Observation("thunder-crash", "thunder-general", "AssertionError: ", (), "float32", "cpu"), "another crash"),
+    ],
+)
+def test_a_failure_is_the_entrys_only_when_its_signature_matches_inside_the_band(seen, difference):
+    found = resemblance(ENTRY, seen)
+    assert found == difference if difference is None else difference in found, found
+
+
+def test_tensor_roles_name_the_layer_kind_or_op_not_positions_or_sizes():
+    spec = NetSpec(
+        features=4,
+        layers=[LayerSpec("linear", {"out_features": 3, "bias": True}), LayerSpec("op", {"op": "softmax"})],
+    )
+    roles = {name: tensor_role(spec, name) for name in ("output", "grad of input", "grad of layer0.weight")}
+    assert roles == {
+        "output": "output",
+        "grad of input": "grad of input",
+        "grad of layer0.weight": "grad of linear.weight",
+    }
+    assert tensor_role(spec, "buffer layer0.running_mean after forward") == "state"
+    assert tensor_role(spec, "grad of model.layers.1.mlp.weight") == "grad of model.layers.#.mlp.weight"
+
+
+@pytest.mark.parametrize("issue", [i for i in KNOWN_ISSUES if not i.slow], ids=lambda issue: issue.id)
+def test_every_entry_has_a_recorded_signature_of_its_own_classes(issue):
+    entry = read_entry(KNOWN_ISSUES_DIR / issue.id)
+    assert entry is not None, f"no entry.toml: run `ckpt-fuzz known-issues --record {issue.id}`"
+    text = (KNOWN_ISSUES_DIR / issue.id / "entry.toml").read_text()
+    assert "Written by `ckpt-fuzz known-issues --record`" in text
+    assert entry["signature"] and all(s["class"] in issue.failure_classes for s in entry["signature"])
+    assert all(band["reproductions"] >= 1 for s in entry["signature"] for band in s["band"])
+
+
+def test_recording_an_unknown_entry_is_a_one_line_error():
+    run = subprocess.run(
+        [sys.executable, "-m", "fuzz.cli", "known-issues", "--record", "no-such-issue"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 4 and run.stderr.strip() == (
+        f"ckpt-fuzz known-issues --record: no known issue no-such-issue in {KNOWN_ISSUES_DIR}"
+    )
