@@ -84,7 +84,9 @@ def main(argv: list[str]) -> int:
             if failure is None:
                 print(f"{issue.id}: no longer reproduces; record where with `ckpt-fuzz bisect {issue.id} --record`")
                 continue
-            write_failure(directory.parent, recorded_spec(issue.id), failure, "fixed", directory.name)
+            # spec.json first in today's form (older entries lack newer null fields): the files are rewritten in place
+            write_atomically(directory / "spec.json", recorded_spec(issue.id).to_json() + "\n")
+            write_failure(directory.parent, recorded_spec(issue.id), failure, "fixed", directory.name, listed=False)
         (directory / "repro.py").write_text(expected_repro(issue.id))
         print(f"{issue.id}: {recorded_failure(issue.id).signature}, rewrote {directory / 'repro.py'}")
     return 0

@@ -232,8 +232,10 @@ def write_failure(
     converter: str,
     name: str | None = None,
     executors: Sequence[str] = (),
+    listed: bool = True,
 ) -> Path:
-    """Write ``<artifacts>/<name or failure-id>/{spec.json,repro.py,failure.txt,triage.txt}``; returns the directory.
+    """Write ``<artifacts>/<name or failure-id>/{spec.json,repro.py,failure.txt,triage.txt}`` and, for a failure a
+    run's summary lists (``listed``; not a registry entry), ``failure.json``; returns the directory.
 
     Never overwrites another network: when the folder already holds a different spec (the same bug,
     shrunk to another network), this one goes to its ``variants/<spec digest>/`` folder instead.
@@ -247,7 +249,8 @@ def write_failure(
     write_atomically(directory / "repro.py", repro_source(spec, failure, converter, executors))
     write_atomically(directory / "failure.txt", f"{type(failure).__name__}: {failure}\n")
     write_atomically(directory / "triage.txt", f"{failure.triage}: {failure.__cause__}\n")
-    write_atomically(directory / FAILURE_RECORD, json.dumps(failure_record(spec, failure, directory)) + "\n")
+    if listed:
+        write_atomically(directory / FAILURE_RECORD, json.dumps(failure_record(spec, failure, directory)) + "\n")
     return directory
 
 

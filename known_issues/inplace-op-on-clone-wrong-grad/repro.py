@@ -1,7 +1,7 @@
 """Repro: gradient-divergence (thunder-general) of thunderfx against eager PyTorch.
 
 Found with lightning-thunder 0.2.6, torch 2.9.1+cu128; converter fixed: thunder 0.2.6's _checkpoint_function_converter, wrapped to copy each replaced node's meta to its replacement.
-First observed: grad of input: max abs diff 2.246 on 1/1 elements (at flat index 0: -4.58156 vs -2.33575; max |float64 eager| 2.336, slack 2.35e-06)
+First observed: grad of input: max abs diff 1.781 on 1/1 elements (at flat index 0: -5.29082 vs -3.50951; max |float64 eager| 3.51, slack 5.2e-06)
 Exit status: 0 thunderfx matches, 1 this failure reproduces, 2 anything else (could not run, another failure).
 Needs only torch and lightning-thunder.
 """
@@ -170,31 +170,51 @@ CLEAN_NOISE = 0.1
 # Where a mismatch is only a matter of precision, thunderfx is right on the same network one precision
 # up (same values, wider dtype): then it is an accuracy gap, not a wrong result (`failure_class`).
 ONE_PRECISION_UP = {torch.bfloat16: torch.float32, torch.float16: torch.float32, torch.float32: torch.float64}
-# ... and only while thunder's error stays below half the tensor's scale: beyond that it is a wrong result,
-# whatever its cause (a bug in a bfloat16-only kernel is no rounding problem).
-ACCURACY_LIMIT = 0.5
+# ... and only while each tensor's error is bounded (a bug in a bfloat16-only kernel is no rounding problem): its
+# relative error max|thunder - ref| / max|ref| within ACCURACY_RATIO x eager's (eager's taken as at least eps / 8:
+# eager can round exactly by luck) and within ACCURACY_EPS eps, and its systematic scale error |alpha - 1| within
+# ACCURACY_DRIFT_EPS eps. Measured on the registered gaps of thunder 0.2.6 (CPU, bfloat16, their specs on 6 seeds,
+# docs/oracle.md): gelu's output 0.063-0.136 (17-40x eager's, drift <= 0.035), attention's input and key gradients
+# 0.076 and 0.37 (drift 0.083), mish's embedding gradient drift 0.024; softmax's one element 30% off (drift 0.14) and
+# attention's 2.9 (drift 0.85) on other seeds are wrong results now, registered as divergences with their bands.
+ACCURACY_RATIO, ACCURACY_EPS, ACCURACY_DRIFT_EPS = 64.0, 20.0, 12.0
 
 
 class Mismatch(str):
     """A one-line description of a tensor that does not match, carrying the sizes of the errors.
 
     ``error``: max|actual - truth| / max|truth| (inf for a missing, misshapen or non-finite
-    tensor); ``eager_error``: eager's, against the same float64 truth (None without one); ``state``:
-    the tensor is one the network mutates (`mutable_state`), not the output or a gradient.
+    tensor); ``eager_error``: eager's, against the same float64 truth (None without one); ``drift``:
+    the systematic scale error |alpha - 1| of actual against truth over all elements (inf where it has
+    no meaning, as for ``error``); ``eps``: the tensor's dtype's machine epsilon; ``state``: the tensor
+    is one the network mutates (`mutable_state`), not the output or a gradient; ``name``: the
+    tensor's, once `named`.
     """
 
     error: float
     eager_error: float | None
+    drift: float
+    eps: float
     state: bool
+    name: str
 
-    def __new__(cls, text, error=float("inf"), eager_error=None, state=False):
+    def __new__(cls, text, error=float("inf"), eager_error=None, drift=float("inf"), eps=0.0, state=False, name=""):
         mismatch = super().__new__(cls, text)
-        mismatch.error, mismatch.eager_error, mismatch.state = error, eager_error, state
+        mismatch.error, mismatch.eager_error, mismatch.drift, mismatch.eps = error, eager_error, drift, eps
+        mismatch.state, mismatch.name = state, name
         return mismatch
 
     def named(self, name, state=False):
         """The same mismatch, its description headed by the tensor's name; ``state``: a mutated tensor's."""
-        return Mismatch(f"{name}: {self}", self.error, self.eager_error, state)
+        return Mismatch(f"{name}: {self}", self.error, self.eager_error, self.drift, self.eps, state, name)
+
+    @property
+    def bounded(self):
+        """Whether it is small enough to be a matter of precision (see `ACCURACY_RATIO`), measured against float64."""
+        if self.eager_error is None:
+            return False
+        within_eager = self.error <= ACCURACY_RATIO * max(self.eager_error, self.eps / 8)
+        return within_eager and self.error <= ACCURACY_EPS * self.eps and self.drift <= ACCURACY_DRIFT_EPS * self.eps
 
 
 # What a run may mutate in place (its input, the network's buffers) is recorded beside the gradients under
@@ -315,9 +335,12 @@ def mismatch(actual, expected, reference=None, example_scale=0.0, sensitivity=No
     scale = want.abs().max().item()
     diff = (got - want).abs()
 
+    all_got, all_want = got, want
+
     def found(text):
         error = diff.max().item() / (scale or 1.0)
-        return Mismatch(text, error, eager_error / (scale or 1.0) if reference is not None else None)
+        eager_relative = eager_error / (scale or 1.0) if reference is not None else None
+        return Mismatch(text, error, eager_relative, _drift(all_got, all_want) if scale else float("inf"), eps)
 
     slack = example_ulps * eps * example_scale + eager_factor * eager_error
     bad = diff > rtol * want.abs() + atol * scale + floor + slack
@@ -479,17 +502,16 @@ def right_one_precision_up(thunder_run, net, x, cotangent, reference):
 def failure_class(forward, gradients, right_one_precision_up=None):
     """The failure class of `compare`'s mismatches (None when there are none).
 
-    "accuracy" when every mismatch was measured against float64, stays below `ACCURACY_LIMIT` of its tensor's
-    scale (none missing, misshapen or non-finite), and ``right_one_precision_up()`` says thunderfx is right on the
-    same network in a wider dtype: thunder's error, many times eager's, is a matter of precision. Else
+    "accuracy" when every mismatch was measured against float64 and is `Mismatch.bounded` (none missing, misshapen
+    or non-finite), and ``right_one_precision_up()`` says thunderfx is right on the same network in a wider dtype:
+    thunder's error, some times eager's, is a matter of precision. Else
     "forward-divergence" (the output differs), "gradient-divergence" (a gradient does), or "state-divergence"
     (only a tensor the network mutates in place does).
     """
     mismatches = forward + gradients
     if not mismatches:
         return None
-    measured = all(m.eager_error is not None and m.error <= ACCURACY_LIMIT for m in mismatches)
-    if measured and right_one_precision_up is not None and right_one_precision_up():
+    if all(m.bounded for m in mismatches) and right_one_precision_up is not None and right_one_precision_up():
         return "accuracy"
     if any(not m.state for m in forward):
         return "forward-divergence"
