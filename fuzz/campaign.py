@@ -23,9 +23,9 @@ from fuzz.budget import ItemBudget
 from fuzz.config import CampaignConfig
 from fuzz.coverage import traits
 from fuzz.harness import Outcome, check_spec
-from fuzz.known_issues import KnownIssue, installed_thunder, known_issues_for
+from fuzz.known_issues import KnownIssue, explained_by, installed_thunder, known_issues_for
 from fuzz.oracle import RESEMBLES, ExampleTimeout, ParityFailure, WorkerCrash
-from fuzz.reduce import reduce_spec, valid
+from fuzz.reduce import reduce_spec
 from fuzz.report import (
     CampaignStats,
     Confirmation,
@@ -233,21 +233,11 @@ class Campaign:
         return expected
 
     def _explained(self, spec: NetSpec, issues: Sequence[KnownIssue]) -> bool:
-        """Whether known ``issues`` explain a failure of ``spec`` in their classes: it goes away without their triggers.
-
-        A network that is nothing but the triggers is explained by them; one that taking them out leaves invalid,
-        or whose stripped run is invalid, is not (reported as a new failure rather than hidden).
-        """
-        stripped = spec
-        for issue in issues:
-            stripped = issue.without_trigger(stripped)
-        if not stripped.layers:
-            return True
-        if not valid(stripped):  # taking the trigger out broke the network: no evidence either way
-            return False
-        with self._in_flight(stripped):
-            outcome = check_spec(stripped, converter=self.config.converter, timeout_s=self.budget.example_timeout_s())
-        return outcome.valid and outcome.failure is None
+        """Whether known ``issues`` explain a failure of ``spec`` (`fuzz.known_issues.explained_by`), the stripped
+        network recorded as in flight while it runs."""
+        return explained_by(
+            spec, issues, self.config.converter, self.budget.example_timeout_s(), in_flight=self._in_flight
+        )
 
     def _record_converter_ab(self, outcome: Outcome) -> None:
         """Append the example's A/B record to the run's ``converter_ab.jsonl``."""

@@ -154,23 +154,39 @@ def _known_issues(args: argparse.Namespace, extra: list[str]) -> int:
     """Re-test every registry entry's spec on the installed thunder (the engine's ``--known-issues check``); with
     ``--record``, record the signatures and bands of the entries named (all but the slow ones when none is)."""
     if args.record is not None:
-        return _record_signatures(args.record, args.device)
+        return _record_signatures(args.record, args.device, args.add or [])
+    if args.add:
+        print("ckpt-fuzz known-issues: --add goes with --record ID (the entry the failures reproduce)", file=sys.stderr)
+        return 4
     arguments = ["-k", "known_issue_still_reproduces", "--known-issues", "check"]
     arguments += ["--fuzz-timeout", str(args.timeout), "--fuzz-device", args.device]
     arguments += ["--fuzz-artifacts", str(args.artifacts), "--fuzz-progress", "0"]
     return _pytest([*arguments, *extra], args.argv)
 
 
-def _record_signatures(ids: list[str], device: str) -> int:
-    """``known-issues --record``: each entry's ``entry.toml`` from its own reproductions (`record_entry`)."""
+def _record_signatures(ids: list[str], device: str, added: list[str]) -> int:
+    """``known-issues --record``: each entry's ``entry.toml`` from its own reproductions (`record_entry`); with
+    ``--add``, the failure folders are admitted as reproductions of the one entry named first (`add_reproduction`)."""
+    if added and len(ids) != 1:
+        print("ckpt-fuzz known-issues: --add needs exactly one entry: --record ID --add FOLDER ...", file=sys.stderr)
+        return 4
+    if missing := [folder for folder in added if not (Path(folder) / "spec.json").is_file()]:
+        print(f"ckpt-fuzz known-issues --add: no spec.json in {', '.join(missing)}", file=sys.stderr)
+        return 4
     if unknown := [i for i in ids if not (_REGISTRY / i / "spec.json").is_file()]:  # checked before thunder loads
         print(f"ckpt-fuzz known-issues --record: no known issue {', '.join(unknown)} in {_REGISTRY}", file=sys.stderr)
         return 4
     from fuzz.config import resolve_device
-    from fuzz.known_issue_files import record_entry
+    from fuzz.known_issue_files import add_reproduction, record_entry
     from fuzz.known_issues import KNOWN_ISSUES
 
     by_id = {issue.id: issue for issue in KNOWN_ISSUES}
+    for folder in added:
+        try:
+            print(f"admitted {folder} as a reproduction: {add_reproduction(by_id[ids[0]], Path(folder))}", flush=True)
+        except ValueError as error:
+            print(f"NOT ADMITTED: {error}", flush=True)
+            return 1
     chosen = [by_id[i] for i in ids] or [issue for issue in KNOWN_ISSUES if not issue.slow]
     failed = 0
     for issue in chosen:
@@ -336,6 +352,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="record these entries' signatures and bands (entry.toml) from their own reproductions (none named: all "
         "but the slow ones)",
+    )
+    known.add_argument(
+        "--add",
+        nargs="+",
+        metavar="FAILURE_FOLDER",
+        help="with --record ID: admit these shrunk failures as reproductions of ID first (each must match its "
+        "predicate, fail in its class and pass without its trigger)",
     )
     artifacts(known)
     device(known)

@@ -14,10 +14,10 @@ from pathlib import Path
 import fuzz.oracle
 from fuzz.harness import check_spec
 from fuzz.known_issue_signatures import ENTRY_FILE, MIN_REPRODUCTIONS, entry_text, observe, record_signatures
-from fuzz.known_issues import KNOWN_ISSUES, KNOWN_ISSUES_DIR, KnownIssue, installed_thunder
+from fuzz.known_issues import KNOWN_ISSUES, KNOWN_ISSUES_DIR, KnownIssue, explained_by, installed_thunder
 from fuzz.oracle import ParityFailure, Triage, with_triage
 from fuzz.reduce import valid
-from fuzz.report import repro_source, write_failure
+from fuzz.report import repro_source, spec_digest, write_failure
 from fuzz.run_folder import write_atomically
 from fuzz.spec import DTYPES, NetSpec
 
@@ -45,11 +45,34 @@ def expected_repro(issue_id: str) -> str:
 _RECORD_TRIES = 12
 
 
+REPRODUCTIONS = "reproductions"  # in an entry's folder: shrunk campaign failures admitted as the entry's bug
+
+
+def add_reproduction(issue: KnownIssue, failure_folder: Path, converter: str = "fixed") -> Path:
+    """Admit the shrunk failure in ``failure_folder`` (its spec.json) as a reproduction of ``issue`` (`record_entry`),
+    only when the entry's predicate matches it, it fails in one of the entry's classes, and it passes once the entry's
+    trigger is taken out (`explained_by`: the bug is the entry's, not a second one beside it). Returns the stored
+    spec; raises ValueError saying which test it failed."""
+    spec = NetSpec.from_json((failure_folder / "spec.json").read_text())
+    if not issue.applies(spec):
+        raise ValueError(f"{failure_folder}: {issue.id}'s predicate does not match its network")
+    failure = check_spec(spec, converter=converter).failure
+    if failure is None or failure.failure_class not in issue.failure_classes:
+        raise ValueError(f"{failure_folder}: does not fail in a class of {issue.id} ({failure or 'thunderfx matches'})")
+    if not explained_by(spec, [issue], converter):
+        raise ValueError(f"{failure_folder}: still fails without {issue.id}'s trigger: another bug, not this entry's")
+    path = KNOWN_ISSUES_DIR / issue.id / REPRODUCTIONS / f"{spec_digest(spec)}.json"
+    path.parent.mkdir(exist_ok=True)
+    write_atomically(path, spec.to_json() + "\n")
+    return path
+
+
 def record_entry(issue: KnownIssue, device: str = "cpu", converter: str = "fixed") -> tuple[Path, str]:
-    """Record ``issue``'s ``entry.toml`` (`fuzz.known_issue_signatures`) from reproductions of its registered spec: in
+    """Record ``issue``'s ``entry.toml`` (`fuzz.known_issue_signatures`) from reproductions of its registered spec (in
     its dtype and every other dtype the entry applies to, on up to `_RECORD_TRIES` seeds each, until
-    `MIN_REPRODUCTIONS` reproduced (a failure of the entry's classes). Returns the file and what it was recorded from;
-    raises ValueError when nothing reproduced (nothing is written then)."""
+    `MIN_REPRODUCTIONS` reproduced: a failure of the entry's classes) and from each admitted reproduction
+    (`add_reproduction`). Returns the file and what it was recorded from; raises ValueError when nothing reproduced
+    (nothing is written then)."""
     base = replace(recorded_spec(issue.id), device=device)
     dtypes = [base.dtype] + [d for d in DTYPES if d != base.dtype and issue.applies(replace(base, dtype=d))]
     observations, counts = [], {}
@@ -67,10 +90,19 @@ def record_entry(issue: KnownIssue, device: str = "cpu", converter: str = "fixed
                 break
         if found:
             counts[dtype] = found
+    admitted = 0
+    for path in sorted((KNOWN_ISSUES_DIR / issue.id / REPRODUCTIONS).glob("*.json")):
+        spec = replace(NetSpec.from_json(path.read_text()), device=device)
+        failure = check_spec(spec, converter=converter).failure
+        if failure is not None and failure.failure_class in issue.failure_classes:
+            observations.append(observe(spec, failure))
+            admitted += 1
     if not observations:
         raise ValueError(f"{issue.id}: its registered spec reproduces on no seed; bisect or retire the entry")
     how = ", ".join(f"{n} reproduction(s) in {dtype}" for dtype, n in counts.items())
-    how = f"recorded on {device}, thunder {installed_thunder()}, from {how} (seeds of its registered spec)"
+    how = f"recorded on {device}, thunder {installed_thunder()}, from {how} (seeds of its registered spec)" + (
+        f" and {admitted} admitted campaign reproduction(s) ({REPRODUCTIONS}/)" if admitted else ""
+    )
     path = KNOWN_ISSUES_DIR / issue.id / ENTRY_FILE
     write_atomically(path, entry_text(issue.id, record_signatures(observations, installed_thunder()), how))
     return path, how

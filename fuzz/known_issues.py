@@ -11,17 +11,19 @@ An entry is expected only on thunder versions before its fix.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
 from packaging.version import Version
 
+from fuzz.harness import check_spec
 from fuzz.known_issue_signatures import observe, read_entry, resemblance
 from fuzz.layers import LAYER_KINDS
 from fuzz.oracle import ParityFailure
-from fuzz.reduce import without_layers
+from fuzz.reduce import valid, without_layers
 from fuzz.spec import LayerSpec, NetSpec
 from fuzz.thunder_versions import installed
 
@@ -608,6 +610,31 @@ def _ints(literal: object) -> list[int]:
     if isinstance(literal, dict) and "tensor" not in literal:
         return [i for item in literal.values() for i in _ints(item)]
     return []
+
+
+def explained_by(
+    spec: NetSpec,
+    issues: Sequence[KnownIssue],
+    converter: str = "fixed",
+    timeout_s: float | None = None,
+    in_flight: Callable[[NetSpec], AbstractContextManager] = lambda spec: nullcontext(),
+) -> bool:
+    """Whether known ``issues`` explain a failure of ``spec`` in their classes: it goes away without their triggers.
+
+    A network that is nothing but the triggers is explained by them; one that taking them out leaves invalid,
+    or whose stripped run is invalid, is not (reported as a new failure rather than hidden). ``in_flight``: what
+    to run the stripped network within (a campaign records it, should its process die).
+    """
+    stripped = spec
+    for issue in issues:
+        stripped = issue.without_trigger(stripped)
+    if not stripped.layers:
+        return True
+    if not valid(stripped):  # taking the trigger out broke the network: no evidence either way
+        return False
+    with in_flight(stripped):
+        outcome = check_spec(stripped, converter=converter, timeout_s=timeout_s)
+    return outcome.valid and outcome.failure is None
 
 
 def known_issues_for(spec: NetSpec) -> list[KnownIssue]:

@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from fuzz.known_issue_files import KNOWN_ISSUES_DIR
+import fuzz.known_issue_files
+from fuzz.known_issue_files import KNOWN_ISSUES_DIR, add_reproduction
 from fuzz.known_issue_signatures import MARGIN, Observation, read_entry, resemblance, tensor_role
 from fuzz.known_issues import KNOWN_ISSUES
 from fuzz.spec import LayerSpec, NetSpec
@@ -99,3 +100,19 @@ def test_recording_an_unknown_entry_is_a_one_line_error():
     assert run.returncode == 4 and run.stderr.strip() == (
         f"ckpt-fuzz known-issues --record: no known issue no-such-issue in {KNOWN_ISSUES_DIR}"
     )
+
+
+def test_a_campaign_failure_is_admitted_as_a_reproduction_only_when_the_trigger_explains_it(tmp_path, monkeypatch):
+    from tests.faults import injected
+    from tests.test_verdicts import SILU_THEN_TANH
+
+    monkeypatch.setattr(fuzz.known_issue_files, "KNOWN_ISSUES_DIR", tmp_path / "registry")
+    (tmp_path / "registry" / "inplace-silu-wrong-grad").mkdir(parents=True)
+    folder = tmp_path / "failure"
+    folder.mkdir()
+    (folder / "spec.json").write_text(SILU_THEN_TANH.to_json())
+    (issue,) = [i for i in KNOWN_ISSUES if i.id == "inplace-silu-wrong-grad"]
+    stored = add_reproduction(issue, folder)
+    assert NetSpec.from_json(stored.read_text()) == SILU_THEN_TANH
+    with injected("tanh-grad-x2"), pytest.raises(ValueError, match="still fails without inplace-silu-wrong-grad's"):
+        add_reproduction(issue, folder)  # a second bug beside the entry's: not its reproduction
