@@ -220,7 +220,7 @@ class Campaign:
             matching = [issue for issue in known if issue.reproduced_by(outcome.failure, outcome.spec)]
             expected = bool(matching) and self._explained(outcome.spec, matching)
             if outcome.failure is not None and not expected:
-                self.stats.known_resembling_failures += _note_resemblance(outcome, known)
+                self.stats.known_resembling_failures += _note_resemblance(outcome.failure, outcome.spec, known)
             self.stats.known_class_failures += bool(matching)
             self.stats.known_explained_failures += expected
             for issue in known:
@@ -305,7 +305,10 @@ class Campaign:
             return same and not (known and self._explained(candidate, known))
 
         reduced = reduce_spec(spec, still_fails, max_seconds=REDUCE_SECONDS)
-        return reduced, found.get(id(reduced), failure)
+        if (reduced_failure := found.get(id(reduced))) is None:
+            return reduced, failure
+        _note_resemblance(reduced_failure, reduced, known_issues_for(reduced))  # (a fresh run: noted again)
+        return reduced, reduced_failure
 
     def write_worker_stats(self) -> None:
         """Write this process's counters to the run folder (for the summary, the progress line, a dead worker)."""
@@ -349,16 +352,15 @@ class Campaign:
         return summary
 
 
-def _note_resemblance(outcome: Outcome, known: Sequence[KnownIssue]) -> bool:
-    """Add to a new failure's message which known issues of its class its spec matches, and how it differs from each
-    (outside the band, other tensors, another crash: a new bug in a known bug's op shows as new, never hidden);
-    returns whether there was any."""
-    failure = outcome.failure
+def _note_resemblance(failure: ParityFailure, spec: NetSpec, known: Sequence[KnownIssue]) -> bool:
+    """Add to a new ``failure`` of ``spec`` which ``known`` issues of its class the spec matches, and how it differs
+    from each (outside the band, other tensors, another crash: a new bug in a known bug's op shows as new, never
+    hidden); returns whether there was any."""
     differences = [
         f"{RESEMBLES}{issue.id}, but is not it: {difference}"
         for issue in known
         if failure.failure_class in issue.failure_classes
-        and (difference := issue.difference(failure, outcome.spec)) is not None
+        and (difference := issue.difference(failure, spec)) is not None
     ]
     if differences:
         failure.args = ("\n".join([str(failure), *differences]),)
