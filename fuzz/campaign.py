@@ -362,6 +362,7 @@ def _note_resemblance(failure: ParityFailure, spec: NetSpec, known: Sequence[Kno
         if failure.failure_class in issue.failure_classes
         and (difference := issue.difference(failure, spec)) is not None
     ]
+    differences = [line for line in differences if line not in str(failure)]  # (a remembered failure: noted once)
     if differences:
         failure.args = ("\n".join([str(failure), *differences]),)
     return bool(differences)

@@ -133,7 +133,7 @@ def resemblance(entry: dict[str, Any], seen: Observation) -> str | None:
 def _difference(signature: dict[str, Any], seen: Observation) -> str | None:
     if (signature["class"], signature["triage"]) != (seen.failure_class, seen.triage):
         return f"another class or triage ({seen.failure_class}, {seen.triage})"
-    if signature["crash"] != seen.crash:
+    if _rank_free(signature["crash"]) != _rank_free(seen.crash):
         return f"another crash ({seen.crash})"
     if extra := [role for role in seen.roles if role not in signature["roles"]]:
         return f"other tensors diverge ({', '.join(extra)})"
@@ -147,6 +147,12 @@ def _difference(signature: dict[str, Any], seen: Observation) -> str | None:
         if drift > band["drift"][1] * MARGIN:
             return f"{role}: drift {drift:.3g} above the band's {band['drift'][1] * MARGIN:.3g}"
     return None
+
+
+def _rank_free(crash: str) -> str:
+    """A crash signature with its runs of blanked numbers merged: a shape's rank does not tell two bugs apart
+    (measured: "reshape a.shape=(#, #)" and "(#, #, #)" from one view-update bug on 2-D and 3-D inputs)."""
+    return re.sub(r"#(?:, #)+", "#", crash)
 
 
 def entry_text(issue_id: str, signatures: list[dict[str, Any]], how: str) -> str:

@@ -52,11 +52,9 @@ def _crash(signature: str) -> Observation:
         (_divergence(("output", 0.25, 0.08)), "other tensors diverge (output)"),
         (_divergence(("grad of input", 0.25, 0.08), dtype="float16"), "no band recorded for float16 on cpu"),
         (_divergence(("grad of input", 0.25, 0.08), triage="checkpoint-specific"), "another class or triage"),
-        (
-            Observation("thunder-crash", "thunder-general", "RuntimeError: shape [#] is invalid", (), "float32", "cpu"),
-            None,
-        ),
-        (Observation("thunder-crash", "thunder-general", "AssertionError: ", (), "float32", "cpu"), "another crash"),
+        (_crash("RuntimeError: shape [#] is invalid"), None),
+        (_crash("RuntimeError: shape [#, #, #] is invalid"), None),  # another rank, the same crash
+        (_crash("AssertionError: "), "another crash"),
     ],
 )
 def test_a_failure_is_the_entrys_only_when_its_signature_matches_inside_the_band(seen, difference):
