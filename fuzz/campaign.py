@@ -83,6 +83,7 @@ class Campaign:
         Returns the failure unless it is an expected one (a known issue it reproduced); rejects
         (`hypothesis.reject`) a spec it does not run or that turned out invalid.
         """
+        _stop_if_interrupted()
         for trait in traits(spec):
             event(trait)
         known = known_issues_for(spec)
@@ -197,6 +198,7 @@ class Campaign:
         """Run one sweep case under the full time limit, count it, and write its failure at once (no shrinking:
         a sweep case is one op in one checkpoint already). Returns the failure, or None when it passed, was
         not run (out of budget, or a known issue excluded) or reproduced a known issue."""
+        _stop_if_interrupted()
         if self.budget.spent():
             return None
         known = known_issues_for(spec)
@@ -247,10 +249,12 @@ class Campaign:
     def record_known_issue_check(self, issue: KnownIssue, outcome: Outcome) -> tuple[str, bool]:
         """Count a re-test of ``issue``'s registered spec on the installed thunder; returns its verdict and whether
         that is what the entry's version record expects (`KnownIssue.status`)."""
-        reproduced = issue.reproduced_by(outcome.failure, outcome.spec)
-        verdict, as_expected = issue.status(reproduced, installed_thunder())
-        if isinstance(outcome.failure, ExampleTimeout) and not reproduced:
+        difference = issue.difference(outcome.failure, outcome.spec)
+        verdict, as_expected = issue.status(difference is None, installed_thunder())
+        if isinstance(outcome.failure, ExampleTimeout) and difference is not None:
             verdict = f"inconclusive: {outcome.failure}"  # a time-out says nothing about whether it is fixed
+        elif difference is not None and not as_expected and outcome.failure is not None:
+            verdict = f"fails outside its recorded signature ({difference}): record it again if thunder changed it"
         self.stats.known_issue_checks[issue.id] = verdict
         return verdict, as_expected
 
@@ -352,6 +356,13 @@ class Campaign:
         return summary
 
 
+def _stop_if_interrupted() -> None:
+    """Raise KeyboardInterrupt once a signal marked the run interrupted: only the first signal raises, and thunder (a
+    fallback's ``except Exception``) or a finalizer can swallow it; the next example ends the run then."""
+    if interrupted():
+        raise KeyboardInterrupt("the run was stopped")
+
+
 def _note_resemblance(failure: ParityFailure, spec: NetSpec, known: Sequence[KnownIssue]) -> bool:
     """Add to a new ``failure`` of ``spec`` which ``known`` issues of its class the spec matches, and how it differs
     from each (outside the band, other tensors, another crash: a new bug in a known bug's op shows as new, never
@@ -362,9 +373,7 @@ def _note_resemblance(failure: ParityFailure, spec: NetSpec, known: Sequence[Kno
         if failure.failure_class in issue.failure_classes
         and (difference := issue.difference(failure, spec)) is not None
     ]
-    differences = [line for line in differences if line not in str(failure)]  # (a remembered failure: noted once)
-    if differences:
-        failure.args = ("\n".join([str(failure), *differences]),)
+    failure.resembles = tuple(dict.fromkeys([*failure.resembles, *differences]))  # (a remembered failure: once)
     return bool(differences)
 
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import fuzz.oracle
-from fuzz.harness import check_spec
+from fuzz.harness import DEFAULT_TIMEOUT_S, check_spec
 from fuzz.known_issue_signatures import ENTRY_FILE, MIN_REPRODUCTIONS, entry_text, observe, record_signatures
 from fuzz.known_issues import KNOWN_ISSUES, KNOWN_ISSUES_DIR, KnownIssue, explained_by, installed_thunder
 from fuzz.oracle import ParityFailure, Triage, with_triage
@@ -59,7 +59,7 @@ def add_reproduction(issue: KnownIssue, failure_folder: Path, converter: str = "
     failure = check_spec(spec, converter=converter).failure
     if failure is None or failure.failure_class not in issue.failure_classes:
         raise ValueError(f"{failure_folder}: does not fail in a class of {issue.id} ({failure or 'thunderfx matches'})")
-    if not explained_by(spec, [issue], converter):
+    if not explained_by(spec, [issue], converter, DEFAULT_TIMEOUT_S):
         raise ValueError(f"{failure_folder}: still fails without {issue.id}'s trigger: another bug, not this entry's")
     path = KNOWN_ISSUES_DIR / issue.id / REPRODUCTIONS / f"{spec_digest(spec)}.json"
     path.parent.mkdir(exist_ok=True)

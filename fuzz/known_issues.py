@@ -19,7 +19,6 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from fuzz.harness import check_spec
 from fuzz.known_issue_signatures import observe, read_entry, resemblance
 from fuzz.layers import LAYER_KINDS
 from fuzz.oracle import ParityFailure
@@ -615,8 +614,8 @@ def _ints(literal: object) -> list[int]:
 def explained_by(
     spec: NetSpec,
     issues: Sequence[KnownIssue],
-    converter: str = "fixed",
-    timeout_s: float | None = None,
+    converter: str,
+    timeout_s: float | None,
     in_flight: Callable[[NetSpec], AbstractContextManager] = lambda spec: nullcontext(),
 ) -> bool:
     """Whether known ``issues`` explain a failure of ``spec`` in their classes: it goes away without their triggers.
@@ -625,6 +624,8 @@ def explained_by(
     or whose stripped run is invalid, is not (reported as a new failure rather than hidden). ``in_flight``: what
     to run the stripped network within (a campaign records it, should its process die).
     """
+    from fuzz.harness import check_spec  # here: `ckpt-fuzz bisect` imports this module and must not import thunder
+
     stripped = spec
     for issue in issues:
         stripped = issue.without_trigger(stripped)

@@ -48,6 +48,9 @@ class ParityFailure(AssertionError):
     failure_class: ClassVar[str] = "parity-failure"
     # The tensors that did not match (`fuzz.parity.Mismatch`: name, error, drift), for a divergence or a gap.
     mismatches: tuple = ()
+    # Lines naming the known issues a new failure resembles (kept apart from the message: a crash's signature is
+    # read from its message).
+    resembles: tuple[str, ...] = ()
 
     @property
     def triage(self) -> str:

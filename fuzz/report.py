@@ -20,7 +20,7 @@ from fuzz.coverage import traits
 from fuzz.fix import describe, meta_preserving
 from fuzz.harness import Outcome
 from fuzz.model_builder import network_source
-from fuzz.oracle import RESEMBLES, ExampleTimeout, ParityFailure, ThunderCrash
+from fuzz.oracle import ExampleTimeout, ParityFailure, ThunderCrash
 from fuzz.run_folder import FAILURE_RECORD, write_atomically
 from fuzz.spec import NetSpec
 
@@ -247,7 +247,10 @@ def write_failure(
     directory.mkdir(parents=True, exist_ok=True)
     write_atomically(directory / "spec.json", spec_json)
     write_atomically(directory / "repro.py", repro_source(spec, failure, converter, executors))
-    write_atomically(directory / "failure.txt", f"{type(failure).__name__}: {failure}\n")
+    write_atomically(
+        directory / "failure.txt",
+        "".join(f"{line}\n" for line in [f"{type(failure).__name__}: {failure}", *failure.resembles]),
+    )
     write_atomically(directory / "triage.txt", f"{failure.triage}: {failure.__cause__}\n")
     if listed:
         write_atomically(directory / FAILURE_RECORD, json.dumps(failure_record(spec, failure, directory)) + "\n")
@@ -263,7 +266,7 @@ def failure_record(spec: NetSpec, failure: ParityFailure, directory: Path) -> di
         "message": str(failure).splitlines()[0] if str(failure) else "",
         "repro": str(directory.resolve() / "repro.py"),  # absolute: the report links it from anywhere
         # The known issues its spec matches whose signature or band it falls outside (`fuzz.campaign.record`).
-        "resembles": [line for line in str(failure).splitlines() if line.startswith(RESEMBLES)],
+        "resembles": list(failure.resembles),
     }
 
 

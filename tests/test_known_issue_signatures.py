@@ -33,8 +33,8 @@ ENTRY = {
 }
 
 
-def _divergence(*tensors, dtype="bfloat16", triage="thunder-general") -> Observation:
-    return Observation("gradient-divergence", triage, "", tuple(tensors), dtype, "cpu")
+def _divergence(*tensors, dtype="bfloat16", triage="thunder-general", device="cpu") -> Observation:
+    return Observation("gradient-divergence", triage, "", tuple(tensors), dtype, device)
 
 
 def _crash(signature: str) -> Observation:
@@ -50,7 +50,8 @@ def _crash(signature: str) -> Observation:
         (_divergence(("grad of input", 0.25, 0.21)), "grad of input: drift 0.21 above the band's 0.2"),
         (_divergence(("grad of input", 0.09, 0.0)), "error 0.09 outside the band [0.1, 0.6]"),
         (_divergence(("output", 0.25, 0.08)), "other tensors diverge (output)"),
-        (_divergence(("grad of input", 0.25, 0.08), dtype="float16"), "no band recorded for float16 on cpu"),
+        (_divergence(("grad of input", 0.25, 0.08), dtype="float16"), "no band recorded for float16"),
+        (_divergence(("grad of input", 0.25, 0.08), device="cuda"), None),  # the CPU band stands in
         (_divergence(("grad of input", 0.25, 0.08), triage="checkpoint-specific"), "another class or triage"),
         (_crash("RuntimeError: shape [#] is invalid"), None),
         (_crash("RuntimeError: shape [#, #, #] is invalid"), None),  # another rank, the same crash
