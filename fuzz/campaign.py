@@ -348,7 +348,7 @@ class Campaign:
             summary["op_family"] = op_family_summary(merged or CampaignStats(), self.op_kinds, self.config.ops)
             self.config.run_dir.mkdir(parents=True, exist_ok=True)
             write_atomically(self.config.run_dir / "op_fallbacks.txt", fallback_report(summary["op_family"]))
-        if interrupted():  # a signal while the summary was being built (they only mark the run now)
+        if interrupted():  # stopped by a signal, also one while the summary was built (they only mark the run now)
             exit_status = 2
         summary["result"] = self.items.result(exit_status, summary)
         self.latest_problem = self.folder.write_summary(summary)

@@ -165,8 +165,8 @@ def _known_issues(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _record_signatures(ids: list[str], device: str, added: list[str]) -> int:
-    """``known-issues --record``: each entry's ``entry.toml`` from its own reproductions (`record_entry`); with
-    ``--add``, the failure folders are admitted as reproductions of the one entry named first (`add_reproduction`)."""
+    """``known-issues --record [--add]``: the options checked before thunder loads, then
+    `fuzz.known_issue_files.record_entries`."""
     if added and len(ids) != 1:
         print("ckpt-fuzz known-issues: --add needs exactly one entry: --record ID --add FOLDER ...", file=sys.stderr)
         return 4
@@ -177,27 +177,9 @@ def _record_signatures(ids: list[str], device: str, added: list[str]) -> int:
         print(f"ckpt-fuzz known-issues --record: no known issue {', '.join(unknown)} in {_REGISTRY}", file=sys.stderr)
         return 4
     from fuzz.config import resolve_device
-    from fuzz.known_issue_files import add_reproduction, record_entry
-    from fuzz.known_issues import KNOWN_ISSUES
+    from fuzz.known_issue_files import record_entries
 
-    by_id = {issue.id: issue for issue in KNOWN_ISSUES}
-    for folder in added:
-        try:
-            print(f"admitted {folder} as a reproduction: {add_reproduction(by_id[ids[0]], Path(folder))}", flush=True)
-        except ValueError as error:
-            print(f"NOT ADMITTED: {error}", flush=True)
-            return 1
-    chosen = [by_id[i] for i in ids] or [issue for issue in KNOWN_ISSUES if not issue.slow]
-    failed = 0
-    for issue in chosen:
-        try:
-            path, how = record_entry(issue, resolve_device(device))
-        except ValueError as error:
-            print(f"NOT RECORDED: {error}", flush=True)
-            failed += 1
-            continue
-        print(f"{issue.id}: {how} -> {path}", flush=True)
-    return 1 if failed else 0
+    return record_entries(ids, resolve_device(device), [Path(folder) for folder in added])
 
 
 def _bisect(args: argparse.Namespace, extra: list[str]) -> int:

@@ -339,7 +339,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     campaign = config.stash.get(CAMPAIGN, None)
     if campaign is None or _worker_id(config) is not None:
         return
-    summary = campaign.summary(int(pytest.ExitCode.INTERRUPTED if interrupted() else exitstatus))
+    summary = campaign.summary(int(exitstatus))
     if summary is not None:
         terminalreporter.section("fuzz campaign summary")
         for line in summary_lines(summary):

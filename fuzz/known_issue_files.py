@@ -43,8 +43,6 @@ def expected_repro(issue_id: str) -> str:
 
 # Seeds tried per dtype for the reproductions a signature is recorded from (the entry's own spec, other weights).
 _RECORD_TRIES = 12
-
-
 REPRODUCTIONS = "reproductions"  # in an entry's folder: shrunk campaign failures admitted as the entry's bug
 
 
@@ -82,10 +80,7 @@ def record_entry(issue: KnownIssue, device: str = "cpu", converter: str = "fixed
             spec = replace(base, dtype=dtype, seed=seed)
             if not valid(spec):
                 break
-            failure = check_spec(spec, converter=converter).failure
-            if failure is not None and failure.failure_class in issue.failure_classes:
-                observations.append(observe(spec, failure))
-                found += 1
+            found += _observe_reproduction(issue, spec, converter, observations)
             if found == MIN_REPRODUCTIONS:
                 break
         if found:
@@ -93,10 +88,7 @@ def record_entry(issue: KnownIssue, device: str = "cpu", converter: str = "fixed
     admitted = 0
     for path in sorted((KNOWN_ISSUES_DIR / issue.id / REPRODUCTIONS).glob("*.json")):
         spec = replace(NetSpec.from_json(path.read_text()), device=device)
-        failure = check_spec(spec, converter=converter).failure
-        if failure is not None and failure.failure_class in issue.failure_classes:
-            observations.append(observe(spec, failure))
-            admitted += 1
+        admitted += _observe_reproduction(issue, spec, converter, observations)
     if not observations:
         raise ValueError(f"{issue.id}: its registered spec reproduces on no seed; bisect or retire the entry")
     how = ", ".join(f"{n} reproduction(s) in {dtype}" for dtype, n in counts.items())
@@ -106,6 +98,38 @@ def record_entry(issue: KnownIssue, device: str = "cpu", converter: str = "fixed
     path = KNOWN_ISSUES_DIR / issue.id / ENTRY_FILE
     write_atomically(path, entry_text(issue.id, record_signatures(observations, installed_thunder()), how))
     return path, how
+
+
+def _observe_reproduction(issue: KnownIssue, spec: NetSpec, converter: str, observations: list) -> bool:
+    """Run ``spec``; when it fails in one of ``issue``'s classes, append its `observe` to ``observations`` (True)."""
+    failure = check_spec(spec, converter=converter).failure
+    if failure is None or failure.failure_class not in issue.failure_classes:
+        return False
+    observations.append(observe(spec, failure))
+    return True
+
+
+def record_entries(ids: list[str], device: str, added: list[Path]) -> int:
+    """``ckpt-fuzz known-issues --record``: admit the ``added`` failure folders as reproductions of the one entry
+    ``ids`` names (`add_reproduction`), then record each entry named (all but the slow ones when none is) with
+    `record_entry`; prints what it did. Exit status 0, or 1 when a folder was not admitted or an entry not recorded."""
+    by_id = {issue.id: issue for issue in KNOWN_ISSUES}
+    for folder in added:
+        try:
+            print(f"admitted {folder} as a reproduction: {add_reproduction(by_id[ids[0]], folder)}", flush=True)
+        except ValueError as error:
+            print(f"NOT ADMITTED: {error}", flush=True)
+            return 1
+    failed = 0
+    for issue in [by_id[i] for i in ids] or [issue for issue in KNOWN_ISSUES if not issue.slow]:
+        try:
+            path, how = record_entry(issue, device)
+        except ValueError as error:
+            print(f"NOT RECORDED: {error}", flush=True)
+            failed += 1
+            continue
+        print(f"{issue.id}: {how} -> {path}", flush=True)
+    return 1 if failed else 0
 
 
 def main(argv: list[str]) -> int:
