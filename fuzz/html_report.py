@@ -76,7 +76,8 @@ def _e(text: Any) -> str:
 
 def _failures(summary: dict[str, Any], run_dir: Path) -> str:
     failures, errors = summary["failures"], summary["harness_errors"]
-    if not failures and not errors:
+    unshrunk = summary.get("unshrunk_failures", [])
+    if not failures and not errors and not unshrunk:
         return "<h2>Failures</h2><p>None.</p>"
     rows = [
         '<tr class="failure">'
@@ -89,12 +90,19 @@ def _failures(summary: dict[str, Any], run_dir: Path) -> str:
         for f in failures
     ]
     rows += [
+        '<tr class="failure unshrunk">'
+        f"<td><b>{_e(f['id'])}</b><br>{_e(f['class'])}, {_e(f['triage'])}<br><i>not shrunk: the run was stopped "
+        f"first</i></td><td>{_e(f['message'])}</td><td>{_network(Path(f['repro']).parent / 'spec.json')}</td>"
+        f'<td><a href="{_e(_link(Path(f["repro"]), run_dir))}">repro.py</a></td></tr>'
+        for f in unshrunk
+    ]
+    rows += [
         f'<tr class="harness"><td><b>harness error</b> (ours)<br>{_e(e["item"])}</td><td colspan="3">{_e(e["error"])}'
         "</td></tr>"
         for e in errors
     ]
     header = "<tr><th>failure</th><th>message</th><th>minimal network</th><th>repro</th></tr>"
-    return f"<h2>Failures ({len(failures)})</h2><table>{header}{''.join(rows)}</table>"
+    return f"<h2>Failures ({len(failures) + len(unshrunk)})</h2><table>{header}{''.join(rows)}</table>"
 
 
 def _link(path: Path, run_dir: Path) -> str:

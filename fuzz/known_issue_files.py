@@ -13,7 +13,15 @@ from pathlib import Path
 
 import fuzz.oracle
 from fuzz.harness import DEFAULT_TIMEOUT_S, check_spec
-from fuzz.known_issue_signatures import ENTRY_FILE, MIN_REPRODUCTIONS, entry_text, observe, record_signatures
+from fuzz.known_issue_signatures import (
+    ENTRY_FILE,
+    MIN_REPRODUCTIONS,
+    entry_text,
+    observe,
+    read_entry,
+    record_signatures,
+    with_other_devices,
+)
 from fuzz.known_issues import KNOWN_ISSUES, KNOWN_ISSUES_DIR, KnownIssue, explained_by, installed_thunder
 from fuzz.oracle import ParityFailure, Triage, with_triage
 from fuzz.reduce import valid
@@ -42,7 +50,7 @@ def expected_repro(issue_id: str) -> str:
 
 
 # Seeds tried per dtype for the reproductions a signature is recorded from (the entry's own spec, other weights).
-_RECORD_TRIES = 12
+_RECORD_TRIES = 24
 REPRODUCTIONS = "reproductions"  # in an entry's folder: shrunk campaign failures admitted as the entry's bug
 
 
@@ -68,8 +76,9 @@ def add_reproduction(issue: KnownIssue, failure_folder: Path, converter: str = "
 def record_entry(issue: KnownIssue, device: str = "cpu", converter: str = "fixed") -> tuple[Path, str]:
     """Record ``issue``'s ``entry.toml`` (`fuzz.known_issue_signatures`) from reproductions of its registered spec (in
     its dtype and every other dtype the entry applies to, on up to `_RECORD_TRIES` seeds each, until
-    `MIN_REPRODUCTIONS` reproduced: a failure of the entry's classes) and from each admitted reproduction
-    (`add_reproduction`). Returns the file and what it was recorded from; raises ValueError when nothing reproduced
+    `MIN_REPRODUCTIONS` reproduced: a failure of the entry's classes that its trigger explains) and from each admitted
+    reproduction (`add_reproduction`); the bands other devices recorded are kept. Returns the file and what it was
+    recorded from; raises ValueError when nothing reproduced
     (nothing is written then)."""
     base = replace(recorded_spec(issue.id), device=device)
     dtypes = [base.dtype] + [d for d in DTYPES if d != base.dtype and issue.applies(replace(base, dtype=d))]
@@ -96,14 +105,19 @@ def record_entry(issue: KnownIssue, device: str = "cpu", converter: str = "fixed
         f" and {admitted} admitted campaign reproduction(s) ({REPRODUCTIONS}/)" if admitted else ""
     )
     path = KNOWN_ISSUES_DIR / issue.id / ENTRY_FILE
-    write_atomically(path, entry_text(issue.id, record_signatures(observations, installed_thunder()), how))
+    previous = (read_entry(path.parent) or {}).get("signature", [])
+    signatures = with_other_devices(record_signatures(observations, installed_thunder()), previous, device)
+    write_atomically(path, entry_text(issue.id, signatures, how))
     return path, how
 
 
 def _observe_reproduction(issue: KnownIssue, spec: NetSpec, converter: str, observations: list) -> bool:
-    """Run ``spec``; when it fails in one of ``issue``'s classes, append its `observe` to ``observations`` (True)."""
+    """Run ``spec``; when it fails in one of ``issue``'s classes and passes once the entry's trigger is taken out
+    (`explained_by`: another seed's weights can show a second bug), append its `observe` to ``observations`` (True)."""
     failure = check_spec(spec, converter=converter).failure
     if failure is None or failure.failure_class not in issue.failure_classes:
+        return False
+    if not explained_by(spec, [issue], converter, DEFAULT_TIMEOUT_S):
         return False
     observations.append(observe(spec, failure))
     return True

@@ -102,6 +102,24 @@ def record_signatures(observations: list[Observation], thunder: str) -> list[dic
     return signatures
 
 
+def with_other_devices(recorded: list[dict[str, Any]], previous: list[dict[str, Any]], device: str) -> list[dict]:
+    """``recorded`` signatures (on ``device``) joined by the bands ``previous`` ones hold for other devices: recording
+    on one device never drops what another device recorded."""
+    merged = [dict(signature, band=list(signature["band"])) for signature in recorded]
+    for old in previous:
+        kept = [band for band in old["band"] if band["device"] != device]
+        if not kept:
+            continue
+        key = (old["class"], old["triage"], old["crash"])
+        same = next((s for s in merged if (s["class"], s["triage"], s["crash"]) == key), None)
+        if same is None:
+            merged.append(dict(old, band=kept))
+        else:
+            same["roles"] = sorted({*same["roles"], *old["roles"]})
+            same["band"] += kept
+    return merged
+
+
 def _band(dtype: str, device: str, thunder: str, seen: list[Observation]) -> dict[str, Any]:
     errors = [error for one in seen for _, error, _ in one.tensors] or [0.0]
     drifts = [drift for one in seen for _, _, drift in one.tensors] or [0.0]
@@ -141,6 +159,8 @@ def _difference(signature: dict[str, Any], seen: Observation) -> str | None:
         return f"other tensors diverge ({', '.join(extra)})"
     if seen.crash:  # a crash has no numbers: its signature is the band
         return None
+    if not seen.tensors and signature["roles"]:  # a zoo model's self-consistency failure measures no tensor
+        return "no diverging tensor measured"
     # This device's band; until one is recorded there, the dtype's band on another device stands in (a CUDA box
     # judges by the CPU's numbers rather than calling every reproduction new).
     bands = [b for b in signature["band"] if b["dtype"] == seen.dtype]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.report import CampaignStats
-from fuzz.run_folder import SUMMARY, write_atomically
+from fuzz.run_folder import SUMMARY, UNSHRUNK, write_atomically
 from fuzz.summary import counters
 
 
@@ -56,6 +56,7 @@ def _result(summary: dict[str, Any], results: list[str]) -> str:
         f"{len(items)} {what}"
         for items, what in (
             (summary["failures"], "failure(s)"),
+            (summary["unshrunk_failures"], "failure(s) not shrunk (a job was stopped first)"),
             (summary["harness_errors"], "harness error(s)"),
             (summary["other_failed_tests"], "other failed test(s)"),
         )
@@ -94,6 +95,11 @@ def merge_runs(runs: list[Path], into: Path) -> dict[str, Any]:
                 continue
             shutil.copytree(run / failure["id"], into / failure["id"])
             failures[failure["id"]] = {**failure, "repro": str(into / failure["id"] / "repro.py"), "found_by_jobs": 1}
+    unshrunk: dict[str, dict[str, Any]] = {}
+    for failure in (f for summary in summaries for f in summary.get("unshrunk_failures", ())):
+        if failure["id"] not in failures and failure["id"] not in unshrunk:
+            shutil.copytree(Path(failure["repro"]).parent, into / UNSHRUNK / failure["id"])
+            unshrunk[failure["id"]] = {**failure, "repro": str(into / UNSHRUNK / failure["id"] / "repro.py")}
     merged = {
         "run_id": into.name,
         "merged_from": [summary["run_id"] for summary in summaries],
@@ -102,6 +108,7 @@ def merge_runs(runs: list[Path], into: Path) -> dict[str, Any]:
         "seed": [summary["seed"] for summary in summaries],
         **counters(stats, wall),
         "failures": list(failures.values()),
+        "unshrunk_failures": list(unshrunk.values()),
         "items_out_of_budget_before_first_example": sum(
             summary["items_out_of_budget_before_first_example"] for summary in summaries
         ),

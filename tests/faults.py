@@ -16,10 +16,13 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 
+import thunder.core.jit_ext
 import thunder.dynamo.splitter
+import thunder.torch
 import torch
 import torch.nn.functional as F
 from thunder.dynamo.utils import _torch_to_thunder_function_map
+from thunder.torch.langctx import _method_name_to_fn_map
 
 # Adding then subtracting a huge constant rounds to exactly zero in the forward (any float
 # dtype) but has derivative 1, so `y + (k - 1) * ((y + C) - C)` keeps y's value and scales its
@@ -27,19 +30,24 @@ from thunder.dynamo.utils import _torch_to_thunder_function_map
 _HUGE = 2.0**100
 
 
-def _scaled_gradient(op, factor: float):
+def _scaled_gradient(op, factor: float, signed: bool = False):
     def faulty(*args, **kwargs):
-        y = op(*args, **kwargs)
-        return y + (factor - 1.0) * ((y + _HUGE) - _HUGE)
+        result = op(*args, **kwargs)
+        y = result[0] if isinstance(result, tuple) else result  # max(dim): (values, indices)
+        change = (factor - 1.0) * (thunder.torch.sign(args[0]) if signed else 1.0)
+        y = y + change * (y - thunder.torch.detach(y))  # _HUGE overflows float16
+        return (y, *result[1:]) if isinstance(result, tuple) else y
 
     faulty.__name__ = f"faulty_{getattr(op, '__name__', 'op')}"
     return faulty
 
 
-def scaled_gradient_in(op, factor: float, dtypes: tuple[str, ...] = ("bfloat16", "float16")):
+def scaled_gradient_in(op, factor: float, dtypes: tuple[str, ...] = ("bfloat16", "float16"), signed: bool = False):
     """``op`` whose gradient is scaled by ``factor`` only in ``dtypes`` (by default the low-precision ones: thunderfx
-    is then right one precision up, as with a bug in a low-precision kernel, what an accuracy gap must not swallow)."""
-    scaled = _scaled_gradient(op, factor)
+    is then right one precision up, as with a bug in a low-precision kernel, what an accuracy gap must not swallow).
+    ``signed``: by ``factor`` where the op's input is positive and by ``2 - factor`` where it is negative, an error
+    of |factor - 1| that leaves the gradient's least-squares scale about right (elementwise, not systematic)."""
+    scaled = _scaled_gradient(op, factor, signed)
 
     def faulty(a, *args, **kwargs):
         return (scaled if str(a.dtype).rpartition(".")[2].rstrip("_") in dtypes else op)(a, *args, **kwargs)
@@ -185,14 +193,29 @@ def install(name: str) -> Callable[[], None]:
 
 
 @contextlib.contextmanager
-def replaced(torch_op, make_faulty: Callable) -> Iterator[None]:
-    """The thunder op that checkpointed ``torch_op`` calls replaced by ``make_faulty(original)`` within the block."""
+def replaced(torch_op, make_faulty: Callable, everywhere: bool = False) -> Iterator[None]:
+    """The thunder op that checkpointed ``torch_op`` calls replaced by ``make_faulty(original)`` within the block;
+    ``everywhere``: also where thunder's jit meets ``torch_op`` outside checkpoints (its lookaside map is a wrapped
+    copy of the converter's map, made when thunder is imported) and where a tensor's method is that op (``x.max``),
+    so that the fault is no checkpoint's."""
     original = _torch_to_thunder_function_map[torch_op]
-    _torch_to_thunder_function_map[torch_op] = make_faulty(original)
+    faulty = make_faulty(original)
+    jit_ext, methods = thunder.core.jit_ext, _method_name_to_fn_map
+    saved = [(_torch_to_thunder_function_map, torch_op, original)]
+    if everywhere:
+        saved.append((jit_ext._general_jit_lookaside_map, torch_op, jit_ext._general_jit_lookaside_map[torch_op]))
+        saved += [(methods, name, method) for name, method in methods.items() if method is original]
+    for mapping, key, _ in saved:
+        mapping[key] = faulty
+    if everywhere:
+        jit_ext._general_jit_lookaside_map[torch_op] = jit_ext.ensure_recursive_proxies(
+            jit_ext.interpreter_needs_wrap(jit_ext.record_source_loc_in_symbol_header(faulty))
+        )
     try:
         yield
     finally:
-        _torch_to_thunder_function_map[torch_op] = original
+        for mapping, key, value in saved:
+            mapping[key] = value
 
 
 @contextlib.contextmanager

@@ -134,6 +134,21 @@ def test_a_merge_adds_counters_and_keeps_each_failure_once(tmp_path):
     assert merged["result"] == "failed: 2 failure(s)"
 
 
+def test_a_merge_keeps_what_a_stopped_job_found_before_shrinking_it(tmp_path):
+    from fuzz.merge import merge_runs
+
+    stopped = _summary("a-job1", 4, [], "interrupted: the run was stopped; what it found so far is listed")
+    unshrunk = tmp_path / "a-job1" / "unshrunk" / "u1"
+    unshrunk.mkdir(parents=True)
+    (unshrunk / "repro.py").write_text("# repro\n")
+    stopped["unshrunk_failures"] = [{"id": "u1", "repro": str(unshrunk / "repro.py"), "class": "accuracy"}]
+    runs = [_write_run(tmp_path, _summary("a-job0", 5, [], "passed: nothing failed")), _write_run(tmp_path, stopped)]
+    merged = merge_runs(runs, tmp_path / "merged")
+    assert [f["id"] for f in merged["unshrunk_failures"]] == ["u1"]
+    assert (tmp_path / "merged" / "unshrunk" / "u1" / "repro.py").is_file()
+    assert merged["result"] == "failed: 1 failure(s) not shrunk (a job was stopped first)"
+
+
 @pytest.mark.parametrize(
     ("change", "problem"), [({"found_with": "thunder Y"}, "differ in 'found_with'"), ({}, "listed twice")]
 )

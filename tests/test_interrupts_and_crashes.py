@@ -75,6 +75,8 @@ def test_a_stopped_campaign_says_interrupted_and_lists_what_it_found(tmp_path, p
         return
     assert [f["class"] for f in listed] == ["gradient-divergence"] * len(listed) and listed, listed
     assert summary["result"].endswith("failure(s))") or "not shrunk yet" in summary["result"], summary["result"]
+    report = (tmp_path / "artifacts" / "latest" / "report.html").read_text()
+    assert all(f["id"] in report for f in listed), "the report lists what was found, shrunk or not"
     if phase in ("reduction", "confirmation"):  # shrunk by Hypothesis: written as final, listed unconfirmed
         assert summary["failures"] and summary["failures"][0]["confirmed"] is None, summary["failures"]
     if (phase, whom, stop) == ("shrinking", "group", signal.SIGTERM):

@@ -7,7 +7,14 @@ import pytest
 
 import fuzz.known_issue_files
 from fuzz.known_issue_files import KNOWN_ISSUES_DIR, add_reproduction
-from fuzz.known_issue_signatures import MARGIN, Observation, read_entry, resemblance, tensor_role
+from fuzz.known_issue_signatures import (
+    MARGIN,
+    Observation,
+    read_entry,
+    resemblance,
+    tensor_role,
+    with_other_devices,
+)
 from fuzz.known_issues import KNOWN_ISSUES
 from fuzz.spec import LayerSpec, NetSpec
 from tests.campaign_runs import ROOT
@@ -56,11 +63,27 @@ def _crash(signature: str) -> Observation:
         (_crash("RuntimeError: shape [#] is invalid"), None),
         (_crash("RuntimeError: shape [#, #, #] is invalid"), None),  # another rank, the same crash
         (_crash("AssertionError: "), "another crash"),
+        (_divergence(), "no diverging tensor measured"),  # a self-consistency failure matches no band of tensors
     ],
 )
 def test_a_failure_is_the_entrys_only_when_its_signature_matches_inside_the_band(seen, difference):
     found = resemblance(ENTRY, seen)
     assert found == difference if difference is None else difference in found, found
+
+
+def test_recording_on_one_device_keeps_the_bands_another_device_recorded():
+    cuda_band = {**_BAND, "device": "cuda", "error": [0.5, 0.9], "drift": [0.1, 0.2]}
+    previous = [
+        dict(ENTRY["signature"][0], band=[*ENTRY["signature"][0]["band"], cuda_band], roles=["output"]),
+        dict(ENTRY["signature"][1], band=[{**ENTRY["signature"][1]["band"][0], "device": "cuda"}]),
+    ]
+    recorded = [dict(ENTRY["signature"][0], band=[{**_BAND, "error": [0.1, 0.2], "drift": [0.0, 0.1]}])]
+    merged = with_other_devices(recorded, previous, "cpu")
+    assert [s["class"] for s in merged] == ["gradient-divergence", "thunder-crash"]
+    assert [(b["device"], b["error"]) for b in merged[0]["band"]] == [("cpu", [0.1, 0.2]), ("cuda", [0.5, 0.9])]
+    assert merged[0]["roles"] == ["grad of input", "grad of linear.weight", "output"]
+    assert [b["device"] for b in merged[1]["band"]] == ["cuda"]
+    assert recorded[0]["band"] == [{**_BAND, "error": [0.1, 0.2], "drift": [0.0, 0.1]}]  # not changed in place
 
 
 def test_tensor_roles_name_the_layer_kind_or_op_not_positions_or_sizes():

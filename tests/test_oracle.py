@@ -87,10 +87,35 @@ def test_a_cancellation_to_zero_is_judged_against_the_example_scale():
     assert mismatch(thunder, eager, reference, example_scale=0.01) is not None
 
 
-def test_all_zero_tensors_use_the_floor():
+def test_an_all_zero_truth_is_a_cancellation_judged_against_the_example_scale():
     zeros = torch.zeros(8)
-    assert mismatch(zeros + 1e-7, zeros) is None
-    assert mismatch(zeros + 1e-4, zeros) is not None
+    assert mismatch(zeros + 1e-7, zeros, example_scale=1.0, sensitivity=0.0) is None
+    assert mismatch(zeros + 1e-7, zeros, example_scale=0.0, sensitivity=0.0) is not None
+    assert mismatch(zeros + 1e-4, zeros, example_scale=1.0, sensitivity=0.0) is not None
+
+
+def test_a_clean_small_tensor_is_judged_on_its_own_scale_beside_a_large_one():
+    # A bfloat16 gradient of scale 3 whose largest element is 20% off, in an example of scale 100: eps S = 0.78 would
+    # cover the 0.6 error; eager's own error on it (one rounding) shows no cancellation, so S plays no part.
+    reference = torch.linspace(-3, 3, 64, dtype=torch.float64)
+    eager = reference.to(torch.bfloat16)
+    thunder = eager.clone()
+    thunder[0] = thunder[0] * 0.8
+    clean = [((reference * (1 + 1e-3)).to(torch.bfloat16), reference)] * 3
+    found = mismatch(thunder, eager, reference, 100.0, 0.0, clean)
+    assert found is not None and "judged on its own scale" in found
+    assert mismatch(eager, eager, reference, 100.0, 0.0, clean) is None
+    # Where eager's own error shows a cancellation (here 1.5x the tensor's scale on nudged copies), it is noise.
+    noisy = [((reference * 2.5).to(torch.bfloat16), reference)] * 3
+    assert mismatch(thunder, eager, reference, 100.0, 0.0, noisy) is None
+
+
+def test_a_tiny_float32_tensor_has_a_relative_floor():
+    # An absolute floor of 1e-6 used to let a whole tensor of scale 2e-7 be 100% wrong.
+    reference = torch.linspace(-2e-7, 2e-7, 16, dtype=torch.float64)
+    eager = reference.float()
+    assert mismatch(eager, eager, reference, 1.0, 0.0) is None
+    assert mismatch(eager * 2, eager, reference, 1.0, 0.0) is not None
 
 
 def test_non_finite_shape_dtype_and_missing_gradients_fail():
@@ -113,10 +138,16 @@ def test_judge_classifies_forward_before_gradients():
     assert isinstance(bad_both, ForwardDivergence) and "output" in str(bad_both) and "grad of input" in str(bad_both)
 
 
-def test_a_float64_drift_within_one_ulp_of_the_example_scale_passes_but_a_doubling_does_not():
+def test_a_float64_drift_within_one_ulp_of_the_example_scale_passes_where_a_float32_twin_shows_a_cancellation():
     # center -> gelu -> dot products in float64: thunder's input gradient (scale 1.9e-7, example scale 8.4) is
-    # off by 2.2e-16, one ulp of the example's scale, which is a least-squares drift of 1.1e-9.
+    # off by 2.2e-16, one ulp of the example's scale, which is a least-squares drift of 1.1e-9; the same network in
+    # float32 is off by about one float32 ulp of S there, 5x the tensor's scale.
     eager = torch.linspace(-1.9e-7, 1.9e-7, 57, dtype=torch.float64)
     drifted = eager + 2.2e-16 * torch.sign(eager)
-    assert mismatch(drifted, eager, example_scale=8.4) is None
-    assert mismatch(eager * 2, eager, example_scale=8.4) is not None
+    ratio = torch.finfo(torch.float64).eps / torch.finfo(torch.float32).eps
+    twin_error = 1e-6 * torch.sign(torch.sin(torch.arange(57.0))).double()
+    cancelled = [(eager + twin_error * ratio, eager)] * 3
+    assert mismatch(drifted, eager, example_scale=8.4, sensitivity=0.0, nudged=cancelled) is None
+    assert mismatch(eager * 2, eager, example_scale=8.4, sensitivity=0.0, nudged=cancelled) is not None
+    clean = [(eager * (1 + 1e-16), eager)] * 3  # no cancellation shown: judged on its own scale
+    assert mismatch(drifted, eager, example_scale=8.4, sensitivity=0.0, nudged=clean) is not None

@@ -39,12 +39,14 @@ def test_a_one_element_gradient_returned_as_zero_fails():
 
 
 def test_a_small_scale_gradient_doubled_fails():
-    # Largest value 0.002 in an example of scale 1: the example's eps S slack hides it elementwise.
+    # Largest value 0.002 in an example of scale 1: the example's eps S slack used to hide it elementwise (rule 3
+    # caught it); eager's own error shows no cancellation, so it is judged on its own scale, elementwise and by scale.
     reference, _ = _bfloat16()
     reference = reference / reference.abs().max() * 0.002
     eager = reference.to(torch.bfloat16)
     assert mismatch(eager, eager, reference, 1.0, sensitivity=0.0) is None
-    assert "systematic scale error" in mismatch(eager * 2, eager, reference, 1.0, sensitivity=0.0)
+    assert "judged on its own scale" in mismatch(eager * 2, eager, reference, 1.0, sensitivity=0.0)
+    assert "systematic scale error" in mismatch(eager * 2, eager, reference, 1.0)  # unprobed: eps S applies
 
 
 def test_one_zeroed_element_is_a_flip_only_where_eager_itself_jumps_under_a_nudge():
