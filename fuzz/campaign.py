@@ -30,13 +30,14 @@ from fuzz.report import (
     CampaignStats,
     Confirmation,
     confirm,
+    failure_id,
     op_key,
     repro_source,
     spec_digest,
     write_failure,
 )
-from fuzz.run_folder import UNSHRUNK, RunFolder, write_atomically
-from fuzz.runner import hard_limit, interrupted
+from fuzz.run_folder import DIED_OUTSIDE_THUNDER, REDUCING, UNSHRUNK, RunFolder, write_atomically
+from fuzz.runner import THUNDER_PHASE, hard_limit, interrupted, on_phase_change
 from fuzz.spec import DTYPES, NetSpec
 from fuzz.strategies import OP_KINDS, net_specs
 from fuzz.summary import STOPPED_FIRST, ItemResults, build_summary
@@ -71,26 +72,28 @@ class Campaign:
         self._progress_examples = 0  # examples of the last progress line
         self.latest_problem: str | None = None  # why <root>/latest could not point at this run
         self.summary_exit_status: int | None = None  # the exit status the written summary's result agrees with
+        on_phase_change(lambda phase: self.folder.mark_phase(self.worker, phase))
 
     def start_item(self) -> None:
         """A new test item (shard) starts: its share of the budget, nothing remembered from the last one."""
         self.budget.start_item()
         self._outcomes.clear()
 
-    def run_example(self, spec: NetSpec) -> ParityFailure | None:
+    def run_example(self, spec: NetSpec, limit_s: float | None = None) -> ParityFailure | None:
         """The harness's whole path for one drawn spec inside a Hypothesis test: run, judge, count.
 
         Returns the failure unless it is an expected one (a known issue it reproduced); rejects
-        (`hypothesis.reject`) a spec it does not run or that turned out invalid.
+        (`hypothesis.reject`) a spec it does not run or that turned out invalid. ``limit_s``: the example's own
+        time limit (a slice of slow networks): a slow known issue it matches is then run under it, not skipped.
         """
         _stop_if_interrupted()
         for trait in traits(spec):
             event(trait)
         known = known_issues_for(spec)
-        if self._skipped_as_known(known):
+        if limit_s is None and self._skipped_as_known(known):
             event(f"skipped, known issue: {', '.join(issue.id for issue in known)}")
             reject()
-        outcome, reproduced = self._outcome(spec, known)
+        outcome, reproduced = self._outcome(spec, known, limit_s)
         self.budget.count(outcome)
         if not outcome.valid:
             event(f"invalid: {outcome.invalid_reason}")
@@ -116,7 +119,7 @@ class Campaign:
         self.stats.discarded_reasons.update(slow[:1])
         return bool(slow)
 
-    def _outcome(self, spec: NetSpec, known: Sequence[KnownIssue]) -> tuple[Outcome, bool]:
+    def _outcome(self, spec: NetSpec, known: Sequence[KnownIssue], limit_s: float | None) -> tuple[Outcome, bool]:
         """``spec``'s outcome, counted, and whether it reproduced a known issue; from memory if the item ran it before.
 
         Shrinking asks for the same network many times (choices that the spec does not depend
@@ -131,8 +134,9 @@ class Campaign:
         with self._in_flight(spec):
             # While shrinking, a time-out only rejects the step: no second run to confirm it.
             shrinking = timeout_s != self.config.timeout_s
+            timeout_s = limit_s if limit_s and not shrinking else timeout_s
             outcome = check_spec(
-                spec, converter=self.config.converter, timeout_s=timeout_s, rerun_timeouts=not shrinking
+                spec, converter=self.config.converter, timeout_s=timeout_s, rerun_timeouts=not (shrinking or limit_s)
             )
         if shrinking and isinstance(outcome.failure, ExampleTimeout):
             outcome = replace(outcome, valid=False, invalid_reason="over the time limit while shrinking", failure=None)
@@ -150,21 +154,30 @@ class Campaign:
         """Record ``spec`` as the one this process is running, for `record_worker_crash` should it die."""
         return self.folder.running(self.worker, spec)
 
-    def record_worker_crash(self, worker: str) -> Path | None:
-        """The controller's part when xdist worker ``worker`` died: write the network it was running as a failure.
+    def record_worker_crash(self, worker: str) -> Path | str | None:
+        """The controller's part when xdist worker ``worker`` died: write the network it was running.
 
-        Returns the failure's directory, or None when the worker was not running an example.
+        Returns the failure's directory when it died in thunder's phase (`fuzz.runner.in_phase`: a thunder finding);
+        a one-line account when it died in another phase (eager PyTorch, the float64 reference, the nudged copies,
+        our own steps: a harness error, never thunder's), its network written to ``died-outside-thunder/``; None
+        when it was not running an example.
         """
         if (running := self.folder.take_running(worker)) is None:
             return None
-        spec, elapsed = running
+        spec, elapsed, phase = running
+        if phase != THUNDER_PHASE:
+            path = self.config.run_dir / DIED_OUTSIDE_THUNDER / f"{spec_digest(spec)}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, spec.to_json() + "\n")
+            where = f"in phase {phase!r}" if phase else "in the harness's own steps"
+            return f"the worker process died {elapsed:.0f} s into a network {where}, outside thunder: {path}"
         limit = self.config.timeout_s
         how = (
             f"past the hard time limit ({hard_limit(limit):g} s): a hang the per-example limit could not stop"
             if limit and elapsed >= hard_limit(limit)
             else "a crash in native code (segfault, abort) or a kill from outside"
         )
-        failure = WorkerCrash(f"the worker process died {elapsed:.0f} s into this network: {how}")
+        failure = WorkerCrash(f"the worker process died {elapsed:.0f} s into this network, inside thunder: {how}")
         self.stats.failing_examples[failure.signature] += 1
         directory = self._write_final_failure(spec, failure)
         self.write_worker_stats()
@@ -175,15 +188,17 @@ class Campaign:
         """The op family's kinds this campaign draws (`--fuzz-layers`)."""
         return tuple(kind for kind in OP_KINDS if self.config.kinds is None or kind in self.config.kinds)
 
-    def specs(self) -> st.SearchStrategy[NetSpec]:
-        """The networks this campaign draws (its layer kinds, ops and dtypes, on its device)."""
-        return net_specs(
+    def specs(self, nested: bool = False) -> st.SearchStrategy[NetSpec]:
+        """The networks this campaign draws (its layer kinds, ops and dtypes, on its device); ``nested``: those of
+        the nested slice, whose checkpoints all nest (at least one)."""
+        drawn = net_specs(
             device=self.config.device,
             kinds=self.config.kinds,
             dtypes=self.config.dtypes or DTYPES,
             ops=self.config.ops,
-            slow_known_issues=self.config.known_issues == "check",
+            nested=nested,
         )
+        return drawn.filter(lambda spec: any(c.nested for c in spec.checkpoints)) if nested else drawn
 
     def sweep_cases(self, shard: int) -> list[NetSpec]:
         """Shard ``shard``'s part of the op sweep (`fuzz.sweep`): a small slice under ``ci``, nothing under replay."""
@@ -266,11 +281,18 @@ class Campaign:
         interrupted run keeps a repro; the final one replaces it.
         """
         if current_build_context().is_final:
+            # On disk while it is reduced, in this process's own folder: should the worker die there, the summary
+            # lists it (`RunFolder.written_failures`).
+            reducing = self._write_failure(
+                self.config.run_dir, spec, failure, f"{REDUCING}-{self.worker}-{failure_id(spec, failure)}"
+            )
             try:
                 spec, failure = self._reduced(spec, failure)
             except KeyboardInterrupt:  # the run is being stopped: keep the network Hypothesis shrank, unconfirmed
                 self._write_final_failure(spec, failure, confirming=False)
                 raise
+            finally:
+                shutil.rmtree(reducing, ignore_errors=True)
             self._write_final_failure(spec, failure)
         elif failure.signature not in self._unshrunk:
             unshrunk = self._write_failure(self.config.run_dir / UNSHRUNK, spec, failure)
@@ -291,8 +313,8 @@ class Campaign:
             self.stats.set_confirmation(record, confirm(directory, failure, limit or 600.0))
         return directory
 
-    def _write_failure(self, artifacts: Path, spec: NetSpec, failure: ParityFailure) -> Path:
-        return write_failure(artifacts, spec, failure, self.config.converter, executors=self.config.executors)
+    def _write_failure(self, artifacts: Path, spec: NetSpec, failure: ParityFailure, name: str | None = None) -> Path:
+        return write_failure(artifacts, spec, failure, self.config.converter, name, executors=self.config.executors)
 
     def _reduced(self, spec: NetSpec, failure: ParityFailure) -> tuple[NetSpec, ParityFailure]:
         """``spec`` reduced further (see `fuzz.reduce`) with the failure it still shows in the same class."""
@@ -301,7 +323,8 @@ class Campaign:
         def still_fails(candidate: NetSpec) -> bool:
             # One run per check, within the reduction's own bound: a slow thunder error path ends the check.
             limit = min(self.config.timeout_s or REDUCE_SECONDS, REDUCE_SECONDS)
-            outcome = check_spec(candidate, converter=self.config.converter, timeout_s=limit, rerun_timeouts=False)
+            with self._in_flight(candidate):  # a death inside thunder here is a finding of its own
+                outcome = check_spec(candidate, converter=self.config.converter, timeout_s=limit, rerun_timeouts=False)
             same = outcome.failure is not None and outcome.failure.signature == failure.signature
             if same:
                 found[id(candidate)] = outcome.failure

@@ -6,6 +6,7 @@ from fuzz.layers import LAYER_KINDS
 from fuzz.spec import NetSpec
 
 _CHECKPOINT_FLAGS = ("use_reentrant", "selective", "nested", "extra_args", "multi_output")
+NESTED = "nested checkpoints"  # once per network (the nightly slice's count)
 
 
 def _model_traits(spec: NetSpec) -> list[str]:
@@ -55,6 +56,7 @@ def traits(spec: NetSpec) -> list[str]:
         ("input without grad", not spec.input_requires_grad and spec.vocab is None),
         ("frozen layer", any(layer.frozen for layer in spec.layers)),
         ("random layer", spec.random),
+        (NESTED, any(ckpt.nested for ckpt in spec.checkpoints)),
         ("in-place layer", any(LAYER_KINDS[layer.kind].inplace for layer in spec.layers)),
         ("in-place update of the network's input", any(LAYER_KINDS[layer.kind].mutates_input for layer in spec.layers)),
         ("all-ones input and cotangent", spec.inputs == "ones"),

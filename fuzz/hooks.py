@@ -200,7 +200,8 @@ def pytest_configure_node(node) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched) -> None:
-    """xdist: a worker died; report the network it was running (xdist starts a new worker, the campaign goes on).
+    """xdist: a worker died; report the network it was running (xdist starts a new worker, the campaign goes on): a
+    thunder finding when it died inside thunder, else a harness error naming the phase (`Campaign.record_worker_crash`).
 
     A worker that a signal of its own stopped (xdist takes its exit status 2 for a crash too) did not die: its item
     is listed as interrupted, nothing else (the run ends as interrupted)."""
@@ -208,15 +209,17 @@ def pytest_handlecrashitem(crashitem: str, report: pytest.TestReport, sched) -> 
     if getattr(report.node, "workeroutput", {}).get("exitstatus") == pytest.ExitCode.INTERRUPTED:
         report.user_properties += [("fuzz_campaign_item", True), ("fuzz_interrupted", True)]
         return
-    if (directory := campaign.record_worker_crash(report.node.gateway.id)) is not None:
-        failure = (directory / "failure.txt").read_text()
-        report.longrepr = f"{report.longrepr}\nwhile running the network in {directory}: {failure}"
-    if directory is None and "test_ckpt_grad_parity.py::" not in crashitem:  # ("fuzz/" only from the checkout)
+    dead = campaign.record_worker_crash(report.node.gateway.id)
+    if isinstance(dead, Path):
+        failure = (dead / "failure.txt").read_text()
+        report.longrepr = f"{report.longrepr}\nwhile running the network in {dead}: {failure}"
+    if dead is None and "test_ckpt_grad_parity.py::" not in crashitem:  # ("fuzz/" only from the checkout)
         return  # a self-test's worker: an ordinary failed test
+    message = dead if isinstance(dead, str) else f"the worker process died outside an example: {report.longrepr}"
     report.user_properties += [
         ("fuzz_campaign_item", True),
-        ("fuzz_failure_kind", FINDING if directory is not None else HARNESS_ERROR),
-        ("fuzz_failure_message", f"the worker process died outside an example: {report.longrepr}"),
+        ("fuzz_failure_kind", FINDING if isinstance(dead, Path) else HARNESS_ERROR),
+        ("fuzz_failure_message", message),
     ]
 
 

@@ -60,6 +60,8 @@ def tensor_role(spec: NetSpec, name: str) -> str:
         return name
     if name.endswith((" after forward", " after backward")):
         return "state"
+    if not name.startswith("grad of "):  # a measure of its own, as a random model's "self-consistency"
+        return name
     parameter = name.removeprefix("grad of ")
     layer = re.match(r"layer(\d+)\.(.*)", parameter)
     if layer and int(layer.group(1)) < len(spec.layers):

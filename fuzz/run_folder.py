@@ -25,6 +25,8 @@ SUMMARY = "summary.json"
 AB_RECORDS = "converter_ab.jsonl"
 FAILURE_RECORD = "failure.json"  # in each failure folder: what the summary lists of it
 UNSHRUNK = "unshrunk"
+REDUCING = "reducing"  # <reducing>-<worker>-<failure id>/: a shrunk failure while its process reduces it further
+DIED_OUTSIDE_THUNDER = "died-outside-thunder"  # networks a worker died on in eager PyTorch or our own steps
 _WORKERS = ".workers"
 
 
@@ -65,6 +67,7 @@ class RunFolder:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._running: dict[str, dict[str, Any]] = {}  # this process's in-flight records, by worker
 
     @property
     def summary_path(self) -> Path:
@@ -92,16 +95,26 @@ class RunFolder:
 
     @contextlib.contextmanager
     def running(self, worker: str, spec: NetSpec) -> Iterator[None]:
-        """Record ``spec`` as the network ``worker`` is running, for `take_running` should the process die."""
+        """Record ``spec`` as the network ``worker`` is running, for `take_running` should the process die; its
+        phase (`fuzz.runner.in_phase`) is added by `mark_phase`."""
         path = self._worker_path(worker, "inflight")
-        write_atomically(path, json.dumps({"spec": spec.to_json(), "started": time.time()}))
+        self._running[worker] = {"spec": spec.to_json(), "started": time.time(), "phase": None}
+        write_atomically(path, json.dumps(self._running[worker]))
         try:
             yield
         finally:
             path.unlink(missing_ok=True)
+            del self._running[worker]
 
-    def take_running(self, worker: str) -> tuple[NetSpec, float] | None:
-        """The network dead ``worker`` was running and for how many seconds (its record removed); None if none."""
+    def mark_phase(self, worker: str, phase: str | None) -> None:
+        """Note in ``worker``'s in-flight record (if it runs a network) which phase of the example it is in."""
+        if (record := self._running.get(worker)) is not None and record["phase"] != phase:
+            record["phase"] = phase
+            write_atomically(self._worker_path(worker, "inflight"), json.dumps(record))
+
+    def take_running(self, worker: str) -> tuple[NetSpec, float, str | None] | None:
+        """The network dead ``worker`` was running, for how many seconds, and in which phase (its record removed);
+        None if none."""
         from fuzz.spec import NetSpec
 
         path = self.path / _WORKERS / f"{worker}.inflight"
@@ -109,7 +122,7 @@ class RunFolder:
             return None
         record = json.loads(path.read_text())
         path.unlink()
-        return NetSpec.from_json(record["spec"]), time.time() - record["started"]
+        return NetSpec.from_json(record["spec"]), time.time() - record["started"], record.get("phase")
 
     def written_failures(self, unshrunk: bool = False) -> list[dict[str, Any]]:
         """The records of the failure folders on disk: the final ones (each network of one id, its variants too), or

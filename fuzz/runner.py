@@ -10,7 +10,7 @@ import signal
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -53,21 +53,49 @@ def _compile_report(backend) -> CompileReport:
     return report
 
 
+# What a process is running, for a campaign's record of the network in flight (`in_phase`): should the process die,
+# only a death in thunder's phase is a thunder finding; one in eager PyTorch (the run, its float64 reference, the
+# nudged copies) is not.
+THUNDER_PHASE = "thunder"
+_phase = {"now": None, "listener": None}
+
+
+def on_phase_change(listener: Callable[[str | None], None] | None) -> None:
+    """Call ``listener(phase)`` whenever `in_phase` enters or leaves a phase (None: no listener)."""
+    _phase["listener"] = listener
+
+
+@contextlib.contextmanager
+def in_phase(name: str) -> Iterator[None]:
+    """Mark the block as phase ``name`` ("eager", "reference", "nudged", `THUNDER_PHASE`); the outer phase after."""
+    outer, _phase["now"] = _phase["now"], name
+    if _phase["listener"] is not None:
+        _phase["listener"](name)
+    try:
+        yield
+    finally:
+        _phase["now"] = outer
+        if _phase["listener"] is not None:
+            _phase["listener"](outer)
+
+
 def _fresh_copy(example: Example) -> tuple[torch.nn.Module, torch.Tensor]:
     return copy.deepcopy(example.net), fresh_input(example.input)
 
 
 def run_eager(example: Example) -> tuple:
     """``(output, grads)`` of plain eager PyTorch on a copy of the example."""
-    net, x = _fresh_copy(example)
-    return forward_backward(net, net, x, example.cotangent)
+    with in_phase("eager"):
+        net, x = _fresh_copy(example)
+        return forward_backward(net, net, x, example.cotangent)
 
 
 def run_reference(example: Example) -> tuple | None:
     """``(output, grads)`` of eager in float64 for a lower-precision example; None for a float64 one."""
     if example.cotangent.dtype == torch.float64:
         return None
-    return float64_reference(example.net, example.input, example.cotangent)
+    with in_phase("reference"):
+        return float64_reference(example.net, example.input, example.cotangent)
 
 
 def run_thunderfx(example: Example) -> tuple[tuple, CompileReport]:
@@ -82,9 +110,10 @@ def run_thunderfx(example: Example) -> tuple[tuple, CompileReport]:
 
     ours(forget_compilations)
     try:
-        net, x = _fresh_copy(example)
-        compiled = thunderfx(net)
-        result = forward_backward(compiled, net, x, example.cotangent)
+        with in_phase(THUNDER_PHASE):
+            net, x = _fresh_copy(example)
+            compiled = thunderfx(net)
+            result = forward_backward(compiled, net, x, example.cotangent)
         return result, ours(_compile_report, compiled._backend)
     finally:
         ours(forget_compilations)
@@ -103,29 +132,31 @@ def run_thunderfx_self_consistency(
 
     ours(forget_compilations)
     try:
-        net, x = _fresh_copy(example)
-        compiled = thunderfx(net)
-        output, _ = forward_backward(compiled, net, x, example.cotangent)
-        params = list(net.parameters())
-        generator = torch.Generator().manual_seed(0)
-        direction = [torch.randn(p.shape, generator=generator, dtype=p.dtype).to(p.device) for p in params]
-        analytic = sum((p.grad * d).sum().item() for p, d in zip(params, direction, strict=True) if p.grad is not None)
+        with in_phase(THUNDER_PHASE):  # the finite differences run thunder too
+            net, x = _fresh_copy(example)
+            compiled = thunderfx(net)
+            output, _ = forward_backward(compiled, net, x, example.cotangent)
+            params = list(net.parameters())
+            generator = torch.Generator().manual_seed(0)
+            direction = [torch.randn(p.shape, generator=generator, dtype=p.dtype).to(p.device) for p in params]
+            pairs = zip(params, direction, strict=True)
+            analytic = sum((p.grad * d).sum().item() for p, d in pairs if p.grad is not None)
 
-        def loss(along: float) -> float:
-            originals = [p.detach().clone() for p in params]
-            with torch.no_grad():
-                for p, d in zip(params, direction, strict=True):
-                    p.add_(along * d)
-            torch.manual_seed(0)
-            value = (compiled(x).detach() * example.cotangent).sum().item()
-            with torch.no_grad():
-                for p, original in zip(params, originals, strict=True):
-                    p.copy_(original)
-            return value
+            def loss(along: float) -> float:
+                originals = [p.detach().clone() for p in params]
+                with torch.no_grad():
+                    for p, d in zip(params, direction, strict=True):
+                        p.add_(along * d)
+                torch.manual_seed(0)
+                value = (compiled(x).detach() * example.cotangent).sum().item()
+                with torch.no_grad():
+                    for p, original in zip(params, originals, strict=True):
+                        p.copy_(original)
+                return value
 
-        numeric = (loss(step) - loss(-step)) / (2 * step)
-        loss_at_p = (output * example.cotangent).sum().item()
-        return (analytic, numeric, loss_at_p), ours(_compile_report, compiled._backend)
+            numeric = (loss(step) - loss(-step)) / (2 * step)
+            loss_at_p = (output * example.cotangent).sum().item()
+            return (analytic, numeric, loss_at_p), ours(_compile_report, compiled._backend)
     finally:
         ours(forget_compilations)
 

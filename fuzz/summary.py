@@ -11,6 +11,7 @@ import sys
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from fuzz.coverage import NESTED
 from fuzz.run_folder import AB_RECORDS, RunFolder
 
 if TYPE_CHECKING:
@@ -244,6 +245,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             f"the rest are reported as new failures, as are {summary.get('known_resembling_failures', 0)} that "
             "resembled a known issue outside its signature or band"
         )
+    if nested := summary["coverage"].get(NESTED):
+        lines.append(f"nested-checkpoint slice (nightly, shard 0, its own time limit per network): {nested} networks")
     if summary["discarded"]:
         lines.append(
             f"{summary['discarded']} drawn networks not run (a known issue they match takes minutes to fail: "

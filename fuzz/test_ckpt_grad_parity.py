@@ -36,8 +36,8 @@ def _end_if_out_of_budget(campaign: Campaign) -> None:
         current_build_context().data.mark_overrun()
 
 
-def _check(spec: NetSpec, campaign: Campaign) -> None:
-    if (failure := campaign.run_example(spec)) is not None:
+def _check(spec: NetSpec, campaign: Campaign, limit_s: float | None = None) -> None:
+    if (failure := campaign.run_example(spec, limit_s)) is not None:
         note(f"spec.json:\n{spec.to_json()}")
         note(f"repro.py:\n{campaign.on_failure(spec, failure)}")
         raise failure.with_traceback(None)  # a remembered failure is raised again: don't grow its traceback
@@ -55,6 +55,23 @@ def test_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -
     # `shard` only splits the campaign into several test items so xdist can spread it over workers.
     _end_if_out_of_budget(campaign)
     _check(data.draw(campaign.specs(), label="spec"), campaign)
+
+
+# Nested checkpoints: thunder crashes on them (known issue nested-checkpoint-crash), often only after minutes of
+# interpretation (measured: its registered spec runs past 120 s). Too slow for every shard and campaign, they are a
+# slice of nightly-profile campaigns of an hour or more: a few networks on shard 0, each under its own time limit
+# (a time-out there is not run twice), counted apart in the summary (`fuzz.coverage.NESTED`).
+NESTED_EXAMPLES, NESTED_LIMIT_S, NESTED_MIN_CAMPAIGN_MINUTES = 3, 300.0, 60.0
+
+
+@settings(max_examples=NESTED_EXAMPLES)
+@given(data=st.data())
+def test_nested_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -> None:
+    config = campaign.config
+    if config.profile != "nightly" or (config.minutes or 0) < NESTED_MIN_CAMPAIGN_MINUTES or shard:
+        pytest.skip("the nested-checkpoint slice runs on shard 0 of nightly campaigns of an hour or more")
+    _end_if_out_of_budget(campaign)
+    _check(data.draw(campaign.specs(nested=True), label="spec"), campaign, NESTED_LIMIT_S)
 
 
 def _check_family_example(shard: int, spec: NetSpec, explicit: NetSpec, campaign: Campaign) -> None:

@@ -279,9 +279,9 @@ def _install_pause(phase: str) -> None:
     if phase == "shrinking":
         original = fuzz.campaign.Campaign._write_failure
 
-        def write_failure(self, artifacts, spec, failure):
+        def write_failure(self, artifacts, spec, failure, name=None):
             written = _pause(original, phase, after=True) if artifacts.name == "unshrunk" else original
-            return written(self, artifacts, spec, failure)
+            return written(self, artifacts, spec, failure, name)
 
         fuzz.campaign.Campaign._write_failure = write_failure
         return
@@ -294,8 +294,36 @@ def _install_pause(phase: str) -> None:
     setattr(module, name, _pause(getattr(module, name), phase))
 
 
+def _install_death_in_phase(phase: str) -> None:
+    """Kill the process (SIGSEGV, once per campaign: $FUZZ_FAULT_MARKER) as the first network in flight enters
+    ``phase`` of `fuzz.runner.in_phase`; "reduction": thunder's phase while a shrunk failure is reduced."""
+    import fuzz.campaign
+    import fuzz.run_folder
+
+    reducing = []
+    if phase == "reduction":
+        reduce_spec = fuzz.campaign.reduce_spec
+
+        def reducing_spec(*args, **kwargs):
+            reducing.append(True)
+            return reduce_spec(*args, **kwargs)
+
+        fuzz.campaign.reduce_spec = reducing_spec
+    target = "thunder" if phase == "reduction" else phase
+    mark_phase = fuzz.run_folder.RunFolder.mark_phase
+
+    def marked(self, worker, now):
+        mark_phase(self, worker, now)
+        if now == target and self._running.get(worker) and (reducing or phase != "reduction"):
+            _once(lambda: None, _segfault)()
+
+    fuzz.run_folder.RunFolder.mark_phase = marked
+
+
 def pytest_configure(config) -> None:
     install_from_environment()
+    if phase := os.environ.get("FUZZ_DIE_IN_PHASE"):
+        _install_death_in_phase(phase)
     if phase := os.environ.get("FUZZ_PAUSE_AT"):
         _install_pause(phase)
     if os.environ.get("FUZZ_INJECT_HARNESS_ERROR"):  # a bug of ours, not thunder's: on every example

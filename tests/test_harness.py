@@ -14,7 +14,7 @@ from fuzz.harness import ConverterComparison, check_spec
 from fuzz.oracle import ExampleTimeout, GradientDivergence, ThunderCrash
 from fuzz.report import failure_id
 from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
-from tests.faults import busy, injected
+from tests.faults import busy, injected, replaced
 
 
 def _spec(*kinds, checkpoints=((0, 1),), dtype="float32", features=3) -> NetSpec:
@@ -151,6 +151,15 @@ def test_a_random_network_is_judged_against_thunder_without_its_checkpoints():
         faulty = check_spec(_random_spec([(0, 1)]))
     assert isinstance(faulty.failure, GradientDivergence)
     assert "judged against thunderfx without checkpoints" in str(faulty.failure)
+
+
+def test_a_random_network_whose_baseline_is_not_finite_is_thunders_failure_not_a_pass():
+    # NaN against NaN compares as "not larger than the tolerance": a non-finite baseline used to let anything pass.
+    nan_everywhere = lambda op: lambda a, *args, **kwargs: op(a, *args, **kwargs) * float("nan")  # noqa: E731
+    with replaced(torch.tanh, nan_everywhere, everywhere=True):
+        failure = check_spec(_random_spec([(0, 1)])).failure
+    assert failure is not None and failure.triage == "thunder-general", failure
+    assert "non-finite elements" in str(failure) and "without checkpoints fails too" not in str(failure)
 
 
 def test_a_random_network_that_partly_ran_outside_thunder_is_not_judged():

@@ -148,3 +148,37 @@ def test_a_dead_worker_is_reported_and_the_campaign_goes_on(tmp_path, fault):
     failed, passed = map(int, re.search(r"(\d+) failed, (\d+) passed", run.stdout).groups())
     assert failed + passed == 4 and 1 <= failed <= 1 + len(others), run.stdout[-2000:]
     assert summary["examples"] > 10
+
+
+@pytest.mark.parametrize(
+    ("phase", "fault"),
+    [
+        pytest.param("eager", None, id="eager"),
+        pytest.param("reference", None, marks=pytest.mark.slow, id="reference"),
+        pytest.param("nudged", FAULT, marks=pytest.mark.slow, id="nudged"),
+        pytest.param("thunder", None, marks=pytest.mark.slow, id="thunder"),
+        pytest.param("reduction", FAULT, marks=pytest.mark.slow, id="reduction"),
+    ],
+)
+def test_a_worker_dying_is_thunders_finding_only_in_thunders_phase(tmp_path, monkeypatch, phase, fault):
+    # The first network in flight to enter the phase kills its worker (SIGSEGV); "reduction": thunder's phase while a
+    # shrunk failure (of the tanh fault) is reduced, whose finding must survive the death.
+    monkeypatch.setenv("FUZZ_DIE_IN_PHASE", phase)
+    layers = "tanh,relu,linear"
+    run = run_campaign(
+        tmp_path, "--hypothesis-profile", "nightly", "--fuzz-minutes", "0.5", "--fuzz-layers", layers,
+        fault=fault, workers=2,
+    )  # fmt: skip
+    summary = json.loads((tmp_path / "artifacts" / "latest" / "summary.json").read_text())
+    assert run.returncode == 1 and summary["result"].startswith("failed"), run.stdout[-3000:] + run.stderr[-3000:]
+    crashes = [f for f in summary["failures"] if f["class"] == "worker-crash"]
+    if phase in ("thunder", "reduction"):
+        assert len(crashes) == 1 and "inside thunder" in crashes[0]["message"], summary["failures"]
+        assert not summary["harness_errors"], summary["harness_errors"]
+    else:
+        assert not crashes, crashes
+        (error,) = summary["harness_errors"]
+        assert f"in phase '{phase}', outside thunder" in error["error"], error
+        assert list((tmp_path / "artifacts" / "latest" / "died-outside-thunder").glob("*.json"))
+    if phase == "reduction":  # the finding the dead worker was reducing is listed
+        assert any(f["class"] == "gradient-divergence" for f in summary["failures"]), summary["failures"]

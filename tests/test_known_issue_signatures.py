@@ -99,6 +99,7 @@ def test_tensor_roles_name_the_layer_kind_or_op_not_positions_or_sizes():
     }
     assert tensor_role(spec, "buffer layer0.running_mean after forward") == "state"
     assert tensor_role(spec, "grad of model.layers.1.mlp.weight") == "grad of model.layers.#.mlp.weight"
+    assert tensor_role(spec, "self-consistency") == "self-consistency"  # a random model's one measured number
 
 
 @pytest.mark.parametrize("issue", [i for i in KNOWN_ISSUES if not i.slow], ids=lambda issue: issue.id)

@@ -6,7 +6,7 @@ import time
 
 import pytest
 import torch
-from hypothesis import HealthCheck, find, given, settings
+from hypothesis import HealthCheck, given, settings
 
 from fuzz.model_builder import build_example, network_source
 from fuzz.op_catalog import _build_catalog, catalog
@@ -76,13 +76,15 @@ def test_a_repro_of_an_op_layer_spells_out_the_call_with_literals_only():
 
 @settings(max_examples=300, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 @given(spec=net_specs())
-def test_specs_never_hold_a_slow_known_issue_unless_asked(spec):
+def test_specs_never_hold_reentrant_or_nested_checkpoints_outside_the_nested_slice(spec):
     assert not any(c.use_reentrant or c.nested for c in spec.checkpoints)
 
 
-def test_with_known_issues_check_the_slow_features_are_drawn():
-    for flag in ("use_reentrant", "nested"):
-        find(net_specs(slow_known_issues=True), lambda spec, f=flag: any(getattr(c, f) for c in spec.checkpoints))
+@settings(max_examples=100, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(spec=net_specs(nested=True))
+def test_the_nested_slice_nests_every_checkpoint_that_can_and_never_draws_reentrant(spec):
+    assert all(c.nested for c in spec.checkpoints if c.api == "checkpoint")
+    assert not any(c.use_reentrant for c in spec.checkpoints)
 
 
 @pytest.fixture(scope="module")
