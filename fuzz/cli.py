@@ -338,6 +338,7 @@ def _parser() -> argparse.ArgumentParser:
     known.add_argument(
         "--add",
         nargs="+",
+        action="extend",  # --add A --add B admits both
         metavar="FAILURE_FOLDER",
         help="with --record ID: admit these shrunk failures as reproductions of ID first (each must match its "
         "predicate, fail in its class and pass without its trigger)",

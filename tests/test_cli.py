@@ -143,3 +143,10 @@ def test_known_issues_retests_every_registry_entry(tmp_path):
     checks = json.loads((tmp_path / "latest" / "summary.json").read_text())["known_issue_checks"]
     assert checks == {issue.id: "reproduces" for issue in KNOWN_ISSUES}
     assert "re-tested: reproduces" in run.stdout
+
+
+def test_every_add_of_known_issues_record_is_kept():
+    from fuzz.cli import _parser
+
+    args = _parser().parse_args(["known-issues", "--record", "x", "--add", "a", "--add", "b", "c"])
+    assert args.add == ["a", "b", "c"]  # a second --add used to replace the first
