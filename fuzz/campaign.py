@@ -119,7 +119,9 @@ class Campaign:
         self.stats.discarded_reasons.update(slow[:1])
         return bool(slow)
 
-    def _outcome(self, spec: NetSpec, known: Sequence[KnownIssue], limit_s: float | None) -> tuple[Outcome, bool]:
+    def _outcome(
+        self, spec: NetSpec, known: Sequence[KnownIssue], limit_s: float | None = None
+    ) -> tuple[Outcome, bool]:
         """``spec``'s outcome, counted, and whether it reproduced a known issue; from memory if the item ran it before.
 
         Shrinking asks for the same network many times (choices that the spec does not depend
