@@ -70,6 +70,15 @@ def _result(summary: dict[str, Any], results: list[str]) -> str:
     return "passed: nothing failed"
 
 
+def _folder(run: Path, summary: dict[str, Any], failure: dict[str, Any]) -> Path:
+    """The folder of a listed ``failure`` inside ``run``, wherever the run folder has moved since: its repro's path
+    below the run's id (a variant, a failure left while reducing, an unshrunk one), else ``<run>/<id>``."""
+    parts = Path(failure["repro"]).parts
+    if summary["run_id"] in parts:
+        return run.joinpath(*parts[parts.index(summary["run_id"]) + 1 : -1])
+    return run / failure["id"]
+
+
 def merge_runs(runs: list[Path], into: Path) -> dict[str, Any]:
     """Merge the run folders ``runs`` into the new folder ``into`` (its summary.json and failure folders)."""
     if len(set(map(Path.resolve, runs))) != len(runs):
@@ -93,12 +102,14 @@ def merge_runs(runs: list[Path], into: Path) -> dict[str, Any]:
                 failures[failure["id"]]["found_by_shards"] += failure["found_by_shards"]
                 failures[failure["id"]]["found_by_jobs"] += 1
                 continue
-            shutil.copytree(run / failure["id"], into / failure["id"])
+            shutil.copytree(_folder(run, summary, failure), into / failure["id"])
             failures[failure["id"]] = {**failure, "repro": str(into / failure["id"] / "repro.py"), "found_by_jobs": 1}
     unshrunk: dict[str, dict[str, Any]] = {}
-    for failure in (f for summary in summaries for f in summary.get("unshrunk_failures", ())):
-        if failure["id"] not in failures and failure["id"] not in unshrunk:
-            shutil.copytree(Path(failure["repro"]).parent, into / UNSHRUNK / failure["id"])
+    for run, summary in zip(runs, summaries, strict=True):
+        for failure in summary.get("unshrunk_failures", ()):
+            if failure["id"] in failures or failure["id"] in unshrunk:
+                continue
+            shutil.copytree(_folder(run, summary, failure), into / UNSHRUNK / failure["id"])
             unshrunk[failure["id"]] = {**failure, "repro": str(into / UNSHRUNK / failure["id"] / "repro.py")}
     merged = {
         "run_id": into.name,

@@ -141,7 +141,9 @@ def test_a_merge_keeps_what_a_stopped_job_found_before_shrinking_it(tmp_path):
     unshrunk = tmp_path / "a-job1" / "unshrunk" / "u1"
     unshrunk.mkdir(parents=True)
     (unshrunk / "repro.py").write_text("# repro\n")
-    stopped["unshrunk_failures"] = [{"id": "u1", "repro": str(unshrunk / "repro.py"), "class": "accuracy"}]
+    # Recorded where the job ran; the folder has moved since (CI artifacts downloaded elsewhere).
+    moved = "/ran/elsewhere/a-job1/unshrunk/u1/repro.py"
+    stopped["unshrunk_failures"] = [{"id": "u1", "repro": moved, "class": "accuracy"}]
     runs = [_write_run(tmp_path, _summary("a-job0", 5, [], "passed: nothing failed")), _write_run(tmp_path, stopped)]
     merged = merge_runs(runs, tmp_path / "merged")
     assert [f["id"] for f in merged["unshrunk_failures"]] == ["u1"]

@@ -2,6 +2,7 @@
 known issues attributed only when their trigger explains the failure, bisect-safe repros confirmed in a
 fresh interpreter, and failure folders that never overwrite each other."""
 
+import copy
 import os
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from fuzz.harness import check_spec
 from fuzz.known_issue_files import recorded_spec
 from fuzz.known_issues import known_issues_for
 from fuzz.oracle import AccuracyGap, GradientDivergence, HarnessError, ThunderCrash, judge
-from fuzz.parity import float64_reference, forward_backward, fresh_input, mismatch, nudged_runs
+from fuzz.parity import compare, float64_reference, forward_backward, fresh_input, mismatch, nudged_runs
 from fuzz.report import confirm, failure_id, write_failure
 from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
 from tests.campaign_runs import fault_everywhere
@@ -256,3 +257,23 @@ def test_a_second_fault_in_a_network_with_a_known_trigger_is_still_reported(tmp_
     stats = campaign.stats
     assert (stats.known_class_failures, stats.known_explained_failures, stats.known_resembling_failures) == (0, 0, 1)
     assert outcome.failure.resembles[0].startswith("resembles known issue inplace-silu-wrong-grad, but is not it: ")
+
+
+class _AddsOneInPlace(torch.nn.Module):
+    def forward(self, x):
+        return x.add_(1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_probe_measures_eager_on_copies_its_own_run_has_not_mutated(dtype):
+    # The nudged truth used to be computed after the nudged run had added 1 to its input in place: eager looked
+    # hugely noisy there, and a 20% wrong output and weight gradient passed once the probe ran.
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(_AddsOneInPlace(), torch.nn.Linear(6, 6)).to(dtype)
+    x, cotangent = torch.randn(2, 6, dtype=dtype), torch.randn(2, 6, dtype=dtype)
+    eager_net = copy.deepcopy(net)
+    eager = forward_backward(eager_net, eager_net, fresh_input(x), cotangent)
+    reference = float64_reference(net, x, cotangent) if dtype != torch.float64 else None
+    wrong = (eager[0] * 1.2, {name: t * 1.2 if name == "1.weight" else t for name, t in eager[1].items()})
+    forward, gradients = compare(wrong, eager, reference, lambda: nudged_runs(net, x, cotangent))
+    assert [m.name for m in forward] == ["output"] and [m.name for m in gradients] == ["grad of 1.weight"]

@@ -127,6 +127,7 @@ repro's exit code come from the same code. It must import nothing but torch.
 """
 
 import copy
+import math
 import re
 
 import torch
@@ -308,20 +309,31 @@ def nudged_runs(net, x, cotangent, runs=NUDGES):
             for parameter in nudged.parameters():
                 parameter.copy_(nudge(parameter))
         nudged_x = fresh_input(nudge(x.detach())).requires_grad_(x.requires_grad)
-        run = forward_backward(nudged, nudged, nudged_x, cotangent)
+        # The truth first, from copies: the run mutates its input and buffers (in-place layers, BatchNorm).
         if cotangent.dtype != torch.float64:
-            results.append((run, float64_reference(nudged, nudged_x, cotangent)))
+            truth = float64_reference(nudged, nudged_x, cotangent)
+            results.append((forward_backward(nudged, nudged, nudged_x, cotangent), truth))
         else:
-            results.append(_float64_rounding_sample(run, nudged, nudged_x, cotangent))
+            twin = _float32_twin(nudged, nudged_x, cotangent)
+            results.append(_float64_rounding_sample(forward_backward(nudged, nudged, nudged_x, cotangent), twin))
     return results
 
 
-def _float64_rounding_sample(run, net, x, cotangent):
-    """(``run`` moved by a float32 twin's error x eps64/eps32, ``run``), or (``run``, None) where no twin runs."""
+def _float32_twin(net, x, cotangent):
+    """`forward_backward` of float32 copies of a float64 example; None where the network pins a dtype or the twin
+    is not finite (no evidence of float64's rounding then)."""
     net = copy.deepcopy(net).float()
     try:
         twin = forward_backward(net, net, fresh_input(x.float()) if x.is_floating_point() else x, cotangent.float())
     except Exception:  # the network pins a dtype (an op's literal argument)
+        return None
+    tensors = [twin[0], *twin[1].values()]
+    return twin if all(bool(torch.isfinite(t).all()) for t in tensors if t is not None) else None
+
+
+def _float64_rounding_sample(run, twin):
+    """(``run`` moved by its float32 ``twin``'s error x eps64/eps32, ``run``), or (``run``, None) without a twin."""
+    if twin is None:
         return run, None
     ratio = torch.finfo(torch.float64).eps / torch.finfo(torch.float32).eps
 
@@ -429,6 +441,7 @@ def _median_error(nudged):
     """The median over ``nudged`` (sample, truth) pairs of max|sample - truth| (0 without pairs): eager's typical
     error on a tensor, which one lucky sample does not show and one flipped element does not inflate."""
     errors = sorted((run.double().cpu() - truth.double().cpu()).abs().max().item() for run, truth in nudged)
+    errors = [error for error in errors if math.isfinite(error)]
     return errors[len(errors) // 2] if errors else 0.0
 
 
@@ -498,7 +511,9 @@ def _sensitivities(eager_result, nudged):
             continue
         moves = torch.stack([(r.double() - base.double()).abs().cpu() for r in runs]).amax(0)
         pairs = [(pick(run, name), pick(truth, name)) for run, truth in nudged]
-        found[name] = (moves, tuple((r, t) for r, t in pairs if t is not None and t.shape == r.shape))
+        pairs = tuple((r, t) for r, t in pairs if t is not None and t.shape == r.shape)
+        # No truth to measure eager's error by (a float64 network without a float32 twin): judged as unprobed.
+        found[name] = (moves if pairs else None, pairs)
     return found
 
 
