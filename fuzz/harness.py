@@ -26,7 +26,7 @@ from fuzz.oracle import (
     judge,
     with_triage,
 )
-from fuzz.parity import Mismatch, nudged_runs, right_one_precision_up, truth_name
+from fuzz.parity import Mismatch, finite, nudged_runs, right_one_precision_up, truth_name
 from fuzz.runner import (
     CompileReport,
     Deadline,
@@ -98,11 +98,6 @@ class Outcome:
     def checkpoints_compiled(self) -> bool:
         """Thunder compiled every checkpointed region (other code may have fallen back)."""
         return _checkpoints_in_thunder(self.compile_report, self.spec.checkpoint_regions)
-
-
-def _finite(result: tuple) -> bool:
-    output, grads = result
-    return all(bool(torch.isfinite(t).all()) for t in (output, *grads.values()) if t is not None)
 
 
 def _non_finite_part(result: tuple, eager: tuple) -> tuple[tuple, tuple]:
@@ -338,7 +333,7 @@ def check_spec(
 
     example = build_example(spec)
     eager = run_eager(example)
-    if not _finite(eager):
+    if not finite(eager):
         return invalid("eager produced non-finite values")
     expected, reference, baseline, probe = eager, run_reference(example), "eager", _probe(example)
     if spec.random:
@@ -346,7 +341,7 @@ def check_spec(
         if judge(run_eager(plain), eager) is not None:
             return invalid("eager differs from eager without checkpoints")
         expected, plain_report, failure = thunder(plain, "stock")
-        if failure is None and not _finite(expected):  # a baseline of NaNs would let anything pass
+        if failure is None and not finite(expected):  # a baseline of NaNs would let anything pass
             failure = judge(*_non_finite_part(expected, eager))
         if failure is not None:
             failure = with_triage(failure, ThunderGeneral("thunderfx fails on the network without checkpoints"))

@@ -347,8 +347,13 @@ def _float32_twin(net, x, cotangent):
         twin = forward_backward(net, net, fresh_input(x.float()) if x.is_floating_point() else x, cotangent.float())
     except Exception:  # the network pins a dtype (an op's literal argument)
         return None
-    tensors = [twin[0], *twin[1].values()]
-    return twin if all(bool(torch.isfinite(t).all()) for t in tensors if t is not None) else None
+    return twin if finite(twin) else None
+
+
+def finite(result):
+    """Whether a `forward_backward` result's output and every tensor beside it are finite."""
+    output, grads = result
+    return all(bool(torch.isfinite(t).all()) for t in (output, *grads.values()) if t is not None)
 
 
 def _float64_rounding_sample(run, twin):
