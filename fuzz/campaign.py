@@ -7,7 +7,9 @@ summary says: `fuzz.summary`.
 from __future__ import annotations
 
 import contextlib
+import math
 import shutil
+import sys
 import time
 import traceback
 from collections.abc import Sequence
@@ -25,7 +27,7 @@ from fuzz.coverage import traits
 from fuzz.harness import Outcome, check_spec
 from fuzz.known_issues import KnownIssue, explained_by, installed_thunder, known_issues_for
 from fuzz.oracle import RESEMBLES, ExampleTimeout, ParityFailure, WorkerCrash
-from fuzz.reduce import reduce_spec
+from fuzz.reduce import reduce_spec, valid, with_plumbing
 from fuzz.report import (
     CampaignStats,
     Confirmation,
@@ -68,6 +70,8 @@ class Campaign:
         self.budget.set_items(config.shards)
         self._outcomes: dict[str, tuple[Outcome, bool]] = {}  # spec JSON -> outcome, reproduced a known issue
         self._unshrunk: dict[str, Path] = {}
+        self._plumbing_reductions: dict[str, tuple[NetSpec, ParityFailure]] = {}  # see `_reduced`
+        self._confirmations: dict[Path, Confirmation] = {}  # a final failure's folder -> its confirmation
         self.items = ItemResults()  # the controller's record of how each test item ended
         self._progress_examples = 0  # examples of the last progress line
         self.latest_problem: str | None = None  # why <root>/latest could not point at this run
@@ -103,7 +107,9 @@ class Campaign:
             if "op" in layer.params and spec.checkpointed(index):
                 where = "a compiled checkpoint" if outcome.compiled else "a checkpoint thunder fell back on"
                 event(f"op {op_key(layer.params)} in {where}")
-        target(outcome.discrepancy, label="largest relative error of thunderfx")
+        # (Hypothesis takes finite scores only: a non-finite error is the largest there is.)
+        score = outcome.discrepancy if math.isfinite(outcome.discrepancy) else sys.float_info.max
+        target(score, label="largest relative error of thunderfx")
         if outcome.converters_disagree:
             event("stock and fixed converters disagree")
         if known:
@@ -226,7 +232,7 @@ class Campaign:
         if self.record(outcome, known) or outcome.failure is None:  # passed, or a known issue reproduced
             return None
         _release_frames(outcome.failure)
-        self._write_final_failure(spec, outcome.failure)
+        self._reduce_and_write(spec, outcome.failure)
         return outcome.failure
 
     def record(self, outcome: Outcome, known: Sequence[KnownIssue] = ()) -> bool:
@@ -283,23 +289,29 @@ class Campaign:
         interrupted run keeps a repro; the final one replaces it.
         """
         if current_build_context().is_final:
-            # On disk while it is reduced, in this process's own folder: should the worker die there, the summary
-            # lists it (`RunFolder.written_failures`).
-            reducing = self._write_failure(
-                self.config.run_dir, spec, failure, f"{REDUCING}-{self.worker}-{failure_id(spec, failure)}"
-            )
-            try:
-                spec, failure = self._reduced(spec, failure)
-            except KeyboardInterrupt:  # the run is being stopped: keep the network Hypothesis shrank, unconfirmed
-                self._write_final_failure(spec, failure, confirming=False)
-                raise
-            finally:
-                shutil.rmtree(reducing, ignore_errors=True)
-            self._write_final_failure(spec, failure)
+            spec, failure = self._reduce_and_write(spec, failure)
         elif failure.signature not in self._unshrunk:
             unshrunk = self._write_failure(self.config.run_dir / UNSHRUNK, spec, failure)
             self._unshrunk[failure.signature] = unshrunk
         return repro_source(spec, failure, self.config.converter, self.config.executors)
+
+    def _reduce_and_write(self, spec: NetSpec, failure: ParityFailure) -> tuple[NetSpec, ParityFailure]:
+        """Reduce a failure (`_reduced`) and write it (`_write_final_failure`); returns what was written.
+
+        On disk while it is reduced, in this process's own folder: should the worker die there, the summary lists it
+        (`RunFolder.written_failures`)."""
+        reducing = self._write_failure(
+            self.config.run_dir, spec, failure, f"{REDUCING}-{self.worker}-{failure_id(spec, failure)}"
+        )
+        try:
+            spec, failure = self._reduced(spec, failure)
+        except KeyboardInterrupt:  # the run is being stopped: keep the network as it came, unconfirmed
+            self._write_final_failure(spec, failure, confirming=False)
+            raise
+        finally:
+            shutil.rmtree(reducing, ignore_errors=True)
+        self._write_final_failure(spec, failure)
+        return spec, failure
 
     def _write_final_failure(self, spec: NetSpec, failure: ParityFailure, confirming: bool = True) -> Path:
         """Write a failure that is as small as it gets to its folder, list it in the summary, then confirm it in a
@@ -311,15 +323,24 @@ class Campaign:
         if unshrunk := self._unshrunk.pop(failure.signature, None):
             shutil.rmtree(unshrunk, ignore_errors=True)
         if confirming and self.config.confirm:
-            limit = hard_limit(self.config.timeout_s) if self.config.timeout_s else None
-            self.stats.set_confirmation(record, confirm(directory, failure, limit or 600.0))
+            # The same network again (another op whose plumbing fails alike, `_reduced`): confirmed once.
+            if (confirmation := self._confirmations.get(directory)) is None:
+                limit = hard_limit(self.config.timeout_s) if self.config.timeout_s else None
+                confirmation = self._confirmations[directory] = confirm(directory, failure, limit or 600.0)
+            self.stats.set_confirmation(record, confirmation)
         return directory
 
     def _write_failure(self, artifacts: Path, spec: NetSpec, failure: ParityFailure, name: str | None = None) -> Path:
         return write_failure(artifacts, spec, failure, self.config.converter, name, executors=self.config.executors)
 
     def _reduced(self, spec: NetSpec, failure: ParityFailure) -> tuple[NetSpec, ParityFailure]:
-        """``spec`` reduced further (see `fuzz.reduce`) with the failure it still shows in the same class."""
+        """``spec`` reduced further (see `fuzz.reduce`) with the failure it still shows in the same class.
+
+        First its op layers' plumbing twins (`fuzz.reduce.with_plumbing`): when the network fails alike with every op
+        replaced by identity, the ops are not to blame, and a network whose plumbing failed so before (any op, this
+        process) reduces to what that one did, without reducing again: the op sweep under a plumbing bug makes one
+        failure, not one per op.
+        """
         found: dict[int, ParityFailure] = {}
 
         def still_fails(candidate: NetSpec) -> bool:
@@ -333,11 +354,19 @@ class Campaign:
             known = [issue for issue in known_issues_for(candidate) if issue.reproduced_by(outcome.failure, candidate)]
             return same and not (known and self._explained(candidate, known))
 
+        twin, plumbing = with_plumbing(spec), None
+        if twin != spec and valid(twin) and still_fails(twin):
+            spec, failure = twin, found[id(twin)]
+            plumbing = failure_id(spec, failure)
+            if (earlier := self._plumbing_reductions.get(plumbing)) is not None:
+                return earlier
         reduced = reduce_spec(spec, still_fails, max_seconds=REDUCE_SECONDS)
-        if (reduced_failure := found.get(id(reduced))) is None:
-            return reduced, failure
-        _note_resemblance(reduced_failure, reduced, known_issues_for(reduced))  # (a fresh run: noted again)
-        return reduced, reduced_failure
+        if (reduced_failure := found.get(id(reduced))) is not None:
+            _note_resemblance(reduced_failure, reduced, known_issues_for(reduced))  # (a fresh run: noted again)
+        result = reduced, reduced_failure or failure
+        if plumbing is not None:
+            self._plumbing_reductions[plumbing] = result
+        return result
 
     def write_worker_stats(self) -> None:
         """Write this process's counters to the run folder (for the summary, the progress line, a dead worker)."""

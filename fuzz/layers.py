@@ -145,7 +145,8 @@ class LayerKind:
     ``out_spatial(params, spatial)``: a "channels" kind's output spatial sizes. ``fit(params, incoming)``:
     the drawn ``params`` made valid for ``incoming`` (a spec is valid only where its params are fitted
     already). ``accepts(incoming)``: whether the kind can take that input at all. ``mutates_input``:
-    may update its own input in place (see `fuzz.spec.validate` for where eager allows it).
+    may update its own input in place (see `fuzz.spec.validate` for where eager allows it). ``drawn``: the
+    strategies draw it (not so a kind only reduction makes, `fuzz.reduce`).
     """
 
     name: str
@@ -166,6 +167,7 @@ class LayerKind:
     )
     fit: Callable[[Mapping[str, Any], Incoming], Mapping[str, Any]] = _unchanged
     accepts: Callable[[Incoming], bool] | None = None
+    drawn: bool = True
 
     def output(self, params: Mapping[str, Any], incoming: Incoming) -> Incoming:
         """What a layer of this kind with ``params`` outputs for ``incoming``."""
@@ -500,5 +502,9 @@ LAYER_KINDS: dict[str, LayerKind] = {
                 accepts=_more_than_one_value),
         _module("unet_block", lambda p, d: f"UNetBlock({p['dims']}, {d}, {p['hidden']})", _HIDDEN, _DIMS,
                 helpers=("conv_class", "ConvBlock", "UNetBlock"), layout="channels", fit=_fit_unet_block),
+        # Never drawn: an op layer with its op replaced by identity (`fuzz.ops.plumbing_params`), what reduction
+        # tries before it blames an op.
+        LayerKind("op_plumbing", lambda p, d: ops.plumbing_source(p), (Param("args", "literal"),), functional=True,
+                  helpers=ops.HELPERS, layout="any", drawn=False),
     )
 }  # fmt: skip

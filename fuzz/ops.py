@@ -6,6 +6,11 @@ tensor argument is drawn from the layer's input by `adapt` (cut or padded to the
 mapped into the value range thunder's sample inputs use, so domain-restricted ops stay finite),
 integer and boolean tensors are literal values, and `fold` turns every floating output back
 into the input's shape. `adapt` and `fold` are copied verbatim into every network's source.
+
+That plumbing runs inside the op's checkpoint, under thunder, but it is not the op: an op layer's plumbing twin
+(`plumbing_params`, the ``op_plumbing`` kind) is the same layer with the op's call replaced by identity, its tensor
+arguments adapted and folded back exactly as before. A failure is blamed on an op only where its twin passes
+(`fuzz.reduce`).
 """
 
 from __future__ import annotations
@@ -69,6 +74,29 @@ def call_source(params: Mapping[str, Any], module: str = "") -> str:
     else:
         call = f"{module}({_arguments(args, {})})"
     return f"fold({call}, x)"
+
+
+def _tensor_literals(value: Any) -> list[dict[str, Any]]:
+    """The encoded tensor arguments (adapted or spread, `render`) in ``value``, nested tuples and lists included."""
+    if isinstance(value, dict):
+        if "tensor" in value:
+            return [value]
+        return [t for item in value.get("tuple", ()) for t in _tensor_literals(item)]
+    if isinstance(value, list):
+        return [t for item in value for t in _tensor_literals(item)]
+    return []
+
+
+def plumbing_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The params of an op layer's plumbing twin: the op call's tensor arguments, in call order."""
+    return {"args": _tensor_literals([*params["args"], *params["kwargs"].values()])}
+
+
+def plumbing_source(params: Mapping[str, Any]) -> str:
+    """The expression of ``x`` an op layer computes with its op replaced by identity: its tensor arguments, adapted
+    (or spread) as the op received them, folded back into ``x``'s shape (``x`` itself when the op took none)."""
+    tensors = [render(t) for t in params["args"]]
+    return f"fold(({', '.join(tensors)},), x)" if tensors else "fold(x, x)"
 
 
 def module_source(params: Mapping[str, Any]) -> str:

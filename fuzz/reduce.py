@@ -2,10 +2,14 @@
 
 Hypothesis's shrinker works on the choice sequence and can stop in a local minimum (a leading
 ``linear(1 -> 1)`` that deleting its span alone does not remove, for one). This pass works on
-the spec itself: it tries deleting each layer and each checkpoint, replacing a layer that has
-parameters (an MLP with a tanh inside, say) by a simpler parameter-free kind, and going back to
-the plain float input and the smallest batch, width and image, keeping a candidate when it is
-valid and still fails in the same class, until nothing more goes.
+the spec itself: it tries replacing each op layer by its plumbing twin (the op replaced by identity,
+`fuzz.ops.plumbing_params`), deleting each layer and each checkpoint, replacing a layer that has
+parameters (an MLP with a tanh inside, the plumbing twin) by a simpler parameter-free kind, and going back
+to the plain float input, float32 and the smallest batch, width and image, keeping a candidate when it
+is valid and still fails in the same class, until nothing more goes.
+
+The blame: every pass tries the plumbing twins first, past the check and time budget, so an op layer in a
+reduced spec is one whose twin passed in that very network: the op, not its plumbing, is what fails.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
+from fuzz import ops
 from fuzz.layers import LAYER_KINDS
 from fuzz.spec import LayerSpec, NetSpec, SpecError, validate
 
@@ -35,6 +40,35 @@ def without_layers(spec: NetSpec, indexes: list[int]) -> NetSpec:
     return spec
 
 
+PLUMBING = "op_plumbing"
+
+
+def with_plumbing(spec: NetSpec, indexes: list[int] | None = None) -> NetSpec:
+    """``spec`` with the op layers at ``indexes`` (default: all of them) replaced by their plumbing twins."""
+    layers = [
+        LayerSpec(PLUMBING, ops.plumbing_params(layer.params), layer.frozen)
+        if "op" in layer.params and (indexes is None or index in indexes)
+        else layer
+        for index, layer in enumerate(spec.layers)
+    ]
+    return replace(spec, layers=layers)
+
+
+def without_randomness(spec: NetSpec) -> NetSpec | None:
+    """``spec`` with nothing random: its random layers deleted, a model's dropout 0; None when nothing valid is left."""
+    if spec.model is not None:
+        twin = replace(spec, model=replace(spec.model, dropout=0.0))
+    else:
+        twin = without_layers(spec, [i for i, layer in enumerate(spec.layers) if LAYER_KINDS[layer.kind].random])
+    return twin if (twin.layers or twin.model is not None) and valid(twin) else None
+
+
+def _blame_candidates(spec: NetSpec) -> Iterator[NetSpec]:
+    for index, layer in enumerate(spec.layers):
+        if "op" in layer.params:
+            yield with_plumbing(spec, [index])
+
+
 def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
     for index in range(len(spec.layers)):
         yield _without_layer(spec, index)
@@ -50,6 +84,8 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
     # The plain input: float features that require grad, no embedding.
     if spec.vocab is not None or not spec.input_requires_grad:
         yield replace(spec, vocab=None, input_requires_grad=True)
+    if spec.dtype != "float32":
+        yield replace(spec, dtype="float32")
     # The smallest sizes (the shrinker can stop at a width of 2 whose layer params its width-1 twin redraws),
     # each layer's params fitted again to what then enters it.
     for field, smallest in (("batch", 1), ("features", 1), ("spatial", spec.spatial and [1] * len(spec.spatial))):
@@ -84,10 +120,12 @@ def reduce_spec(
     ``max_checks`` calls of it and (when given) ``max_seconds``."""
     checks, deadline = 0, None if max_seconds is None else time.monotonic() + max_seconds
     progress = True
-    while progress and checks < max_checks:
-        progress = False
-        for candidate in _candidates(spec):
-            if deadline is not None and time.monotonic() > deadline:
+    while progress:
+        progress, out_of_checks = False, checks >= max_checks  # (counted per pass)
+        blame = list(_blame_candidates(spec))
+        for candidate in [*blame, *_candidates(spec)]:
+            out_of_budget = out_of_checks or (deadline is not None and time.monotonic() > deadline)
+            if out_of_budget and not any(candidate is twin for twin in blame):
                 return spec
             if len(candidate.layers) and valid(candidate):
                 checks += 1

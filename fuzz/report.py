@@ -21,6 +21,7 @@ from fuzz.fix import describe, meta_preserving
 from fuzz.harness import Outcome
 from fuzz.model_builder import network_source
 from fuzz.oracle import ExampleTimeout, ParityFailure, ThunderCrash
+from fuzz.reduce import PLUMBING
 from fuzz.run_folder import FAILURE_RECORD, write_atomically
 from fuzz.spec import NetSpec
 
@@ -52,7 +53,7 @@ def _verdict():
             # own run of the same network without checkpoints, under the same seed.
             plain, _, _ = make_example(checkpointing=False)
             expected = _limited(lambda: forward_backward(thunderfx(plain), plain, fresh_input(x), cotangent))
-            reference, probe = None, None
+            reference, probe = None, lambda: []  # no eager probe: no flip, no cancellation unshown
         thunder_net = copy.deepcopy(net)
         result = _limited(lambda: forward_backward(thunderfx(thunder_net), thunder_net, fresh_input(x), cotangent))
     except Exception as error:
@@ -267,7 +268,17 @@ def failure_record(spec: NetSpec, failure: ParityFailure, directory: Path) -> di
         "repro": str(directory.resolve() / "repro.py"),  # absolute: the report links it from anywhere
         # The known issues its spec matches whose signature or band it falls outside (`fuzz.campaign.record`).
         "resembles": list(failure.resembles),
+        "blames": blames(spec),
     }
+
+
+def blames(spec: NetSpec) -> str | None:
+    """What a failure of the op family blames (None outside it): its ops, or the plumbing when no op is left
+    (reduction replaced each op by identity and the failure stayed, `fuzz.reduce`)."""
+    named = [f"op {layer.params['op']}" for layer in spec.layers if "op" in layer.params]
+    if any(layer.kind == PLUMBING for layer in spec.layers):
+        named.append("the op family's plumbing (adapt, fold) with the op replaced by identity")
+    return ", ".join(named) or None
 
 
 @dataclass

@@ -247,7 +247,7 @@ def net_specs(
     """
     chosen = kinds or tuple(LAYER_KINDS)
     # In registry order whatever order ``kinds`` lists them in (see `layer_specs`).
-    usable = [kind for name, kind in LAYER_KINDS.items() if name in chosen and name not in OP_KINDS]
+    usable = [kind for name, kind in LAYER_KINDS.items() if name in chosen and name not in OP_KINDS and kind.drawn]
     dtype = draw(st.sampled_from(dtypes))
     op_calls = draw(_op_swarm(dtype, [k for k in OP_KINDS if k in chosen], ops))
     batch = draw(st.integers(1, 4))

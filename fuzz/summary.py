@@ -40,19 +40,23 @@ def build_summary(config, stats: CampaignStats, items: ItemResults, wall_s: floa
         "executors": list(config.executors) or "thunder's defaults",
         **counters(stats, wall_s),
     }
-    # Shards often shrink to the same minimal failure: list each failure once (each network of one id, each in
-    # its own folder), with how many found it.
+    # Shards, and sweep cases of ops whose plumbing fails alike, often reduce to the same minimal failure: list each
+    # failure id once, with how many times it was found and its other networks (``variants``, each in its own folder).
     distinct: dict[str, dict[str, Any]] = {}
-    for failure in stats.failures:
-        distinct.setdefault(failure["repro"], {**failure, "found_by_shards": 0})["found_by_shards"] += 1
     # A process stopped or killed after writing a failure but before its counters: the folder on disk is the record.
     folder = RunFolder(config.run_dir)
-    unlisted = [record for record in folder.written_failures() if record["repro"] not in distinct]
-    summary["failures"] = list(distinct.values()) + [
-        {**record, "shrunk_after_s": None, "after_examples": None, "found_by_shards": 1}
+    unlisted = [
+        {**record, "shrunk_after_s": None, "after_examples": None}
         | {"confirmed": None, "confirmation": STOPPED_FIRST, "confirmation_seconds": None}
-        for record in unlisted
+        for record in folder.written_failures()
+        if record["repro"] not in {failure["repro"] for failure in stats.failures}
     ]
+    for failure in [*stats.failures, *unlisted]:
+        listed = distinct.setdefault(failure["id"], {**failure, "found_by_shards": 0, "variants": []})
+        listed["found_by_shards"] += 1
+        if failure["repro"] != listed["repro"] and failure["repro"] not in listed["variants"]:
+            listed["variants"].append(failure["repro"])
+    summary["failures"] = list(distinct.values())
     # First sight of a failure whose shrinking never ended (the run was stopped): listed, not lost.
     summary["unshrunk_failures"] = folder.written_failures(unshrunk=True)
     summary.update(items.to_dict())
@@ -270,7 +274,9 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(
             f"FAILURE {f['id']} [{failure_class}, {triage}, {confirmation_text(f)}] "
             + (f"shrunk after {f['shrunk_after_s']} s, " if f["shrunk_after_s"] is not None else "")
-            + f"found by {sum(g['found_by_shards'] for g in failures)} shard(s): {message}\n    repro: {f['repro']}"
+            + f"found {sum(g['found_by_shards'] for g in failures)} time(s): {message}\n    repro: {f['repro']}"
+            + (f"\n    blames {f['blames']}" if f.get("blames") else "")
+            + "".join(f"\n    also reduced to it: {variant}" for variant in f.get("variants", ())[:1])
             + "".join(f"\n    {line}" for line in f.get("resembles", ()))
             + (
                 f"\n    the same in {len(failures) - 1} other network(s): {', '.join(g['id'] for g in failures[1:])}"

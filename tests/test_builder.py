@@ -6,7 +6,9 @@ import torch
 from fuzz.layers import LAYER_KINDS, Incoming
 from fuzz.model_builder import build_example, network_source
 from fuzz.op_catalog import catalog
+from fuzz.ops import plumbing_params
 from fuzz.parity import forward_backward, fresh_input
+from fuzz.reduce import PLUMBING
 from fuzz.spec import DTYPES, CheckpointSpec, LayerSpec, NetSpec, validate
 from fuzz.strategies import OP_KINDS
 
@@ -14,6 +16,8 @@ from fuzz.strategies import OP_KINDS
 def _params(kind_name: str) -> dict:
     if kind_name in OP_KINDS:  # the op family's params come from its catalog (tests/test_op_family.py: all of them)
         return next(call for call in catalog().calls if call.kind == kind_name and call.variant > 0).params
+    if kind_name == PLUMBING:  # the plumbing of an op layer of two tensor arguments
+        return plumbing_params(next(call for call in catalog().calls if call.op == "sub").params)
     # Widths differ from the input width (5) so a wrong out_features shows up as a shape error.
     values = {"dim": 3, "divisor": 5, "offset": 2, "flag": True}
     return {

@@ -147,10 +147,20 @@ def test_a_random_network_is_judged_against_thunder_without_its_checkpoints():
     # Eager and thunder draw different dropout masks; thunder with and without checkpoints draw the same.
     healthy = check_spec(_random_spec([(0, 1)]))
     assert healthy.valid and healthy.compiled and healthy.failure is None
-    with injected("tanh-grad-x2"):
-        faulty = check_spec(_random_spec([(0, 1)]))
-    assert isinstance(faulty.failure, GradientDivergence)
+    with injected("dropout-grad-x2"):
+        faulty = check_spec(_random_spec([(0, 2)]))
+    assert isinstance(faulty.failure, GradientDivergence) and faulty.failure.triage == "checkpoint-specific"
     assert "judged against thunderfx without checkpoints" in str(faulty.failure)
+    assert "without its random layers it passes" in str(faulty.failure.__cause__)
+
+
+def test_a_random_networks_failure_that_does_not_need_its_random_layers_is_triaged_without_them():
+    # The tanh fault fails the network without its dropout too: that network's verdict, against eager, triaged.
+    with injected("tanh-grad-x2"):
+        failure = check_spec(_random_spec([(0, 1)])).failure
+    assert isinstance(failure, GradientDivergence) and failure.triage == "checkpoint-specific"
+    assert str(failure).startswith("without its random layers: ") and "judged against" not in str(failure)
+    assert "without checkpoints matches eager" in str(failure.__cause__)
 
 
 def test_a_random_network_whose_baseline_is_not_finite_is_thunders_failure_not_a_pass():

@@ -2,7 +2,9 @@
 
 import time
 
-from fuzz.reduce import reduce_spec
+from fuzz.model_builder import network_source
+from fuzz.reduce import reduce_spec, with_plumbing
+from fuzz.report import blames
 from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
 
 
@@ -77,3 +79,48 @@ def test_stops_when_its_time_is_up():
     started = time.monotonic()
     partly = reduce_spec(spec, slow_still_fails, max_seconds=0.3)
     assert time.monotonic() - started < 1.0 and 1 < len(partly.layers) < 7
+
+
+# Two op layers as the op sweep and the strategies write them (fuzz.op_catalog): abs of one adapted tensor, and
+# sub of two (a keyword argument is a tensor too).
+def _op(op: str, *tensors: dict, **kwargs) -> LayerSpec:
+    params = {"op": op, "form": "function", "target": f"torch.{op}", "args": list(tensors), "kwargs": kwargs}
+    return LayerSpec("op", params)
+
+
+_T3 = {"tensor": [3], "low": -1.0, "high": 1.0, "offset": 0}
+_T2 = {"tensor": [2], "low": 0.5, "high": 2.0, "offset": 1}
+
+
+def _computes_tanh_in_a_checkpoint(spec: NetSpec) -> bool:
+    """A hidden fault in tanh inside checkpoints: every op layer's plumbing (`adapt`) computes tanh."""
+    return any(
+        spec.checkpointed(i) and (layer.kind in ("tanh", "op") or layer.kind == "op_plumbing" and layer.params["args"])
+        for i, layer in enumerate(spec.layers)
+    )
+
+
+def test_a_failure_of_the_plumbing_is_not_blamed_on_the_op_it_was_found_with():
+    spec = NetSpec(features=3, layers=[_op("sub", _T3, other=_T2)], checkpoints=[CheckpointSpec(0, 1)], dtype="float16")
+    twin = with_plumbing(spec)
+    assert twin.layers == [LayerSpec("op_plumbing", {"args": [_T3, _T2]})]
+    assert "fold((adapt(x, (3,), -1.0, 1.0, 0), adapt(x, (2,), 0.5, 2.0, 1),), x)" in network_source(twin)
+    # Each op replaced by identity first, then the plumbing by the simplest kind that still fails, in float32.
+    reduced = reduce_spec(spec, _computes_tanh_in_a_checkpoint)
+    assert reduced == NetSpec(features=1, layers=[LayerSpec("tanh")], checkpoints=[CheckpointSpec(0, 1)])
+    assert blames(reduced) is None and blames(twin).startswith("the op family's plumbing")
+
+
+def test_an_op_stays_only_when_its_call_replaced_by_identity_passes():
+    spec = NetSpec(features=3, layers=[_op("abs", _T3), _op("sub", _T3, other=_T2)], checkpoints=[CheckpointSpec(0, 2)])
+    needs_sub = lambda s: any(layer.params.get("op") == "sub" for layer in s.layers)  # noqa: E731
+    reduced = reduce_spec(spec, needs_sub)
+    assert [layer.params.get("op") for layer in reduced.layers] == ["sub"] and blames(reduced) == "op sub"
+
+
+def test_the_blame_is_checked_past_the_reductions_budget():
+    spec = NetSpec(features=3, layers=[LayerSpec("relu"), _op("abs", _T3)], checkpoints=[CheckpointSpec(0, 2)])
+    checked: list[NetSpec] = []
+    reduced = reduce_spec(spec, lambda s: checked.append(s) or _computes_tanh_in_a_checkpoint(s), max_checks=0)
+    # The op's twin only: out of budget, nothing else is tried.
+    assert checked == [with_plumbing(spec)] and reduced == with_plumbing(spec)

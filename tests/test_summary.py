@@ -26,6 +26,8 @@ def test_networks_failing_the_same_way_are_one_entry_and_warnings_are_counted_on
     stats = CampaignStats()
     stats.failures = [_failure("a", "RuntimeError: boom"), _failure("b", "RuntimeError: boom"), _failure("c", "other")]
     stats.failures.append(_failure("a", "RuntimeError: boom"))  # a second shard shrank to the same network
+    variant = _failure("a", "RuntimeError: boom") | {"repro": "/runs/r/a/variants/9f/repro.py"}
+    stats.failures.append(variant)  # another network of the same bug: listed under it, not on its own
     items = ItemResults()
     for _ in range(5):
         items.record_warning("UserWarning: determinism_check is not supported in Thunder\nmore")
@@ -33,7 +35,9 @@ def test_networks_failing_the_same_way_are_one_entry_and_warnings_are_counted_on
     summary = build_summary(config, stats, items, wall_s=10.0)
     summary["result"] = items.result(1, summary)
     lines = "\n".join(summary_lines(summary))
-    assert lines.count("FAILURE ") == 2 and "found by 3 shard(s): RuntimeError: boom" in lines
+    assert lines.count("FAILURE ") == 2 and "found 4 time(s): RuntimeError: boom" in lines
+    assert "also reduced to it: /runs/r/a/variants/9f/repro.py" in lines
+    assert [(f["id"], f["variants"]) for f in summary["failures"]][0] == ("a", [variant["repro"]])
     assert "the same in 1 other network(s): b" in lines
     assert "warning, in 5 test item(s): UserWarning: determinism_check is not supported in Thunder" in lines
     assert lines.startswith("run r: ckpt-fuzz run") and lines.endswith("result: failed: 3 failure(s)")

@@ -4,17 +4,19 @@ import json
 
 import pytest
 import torch
+import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 
 from fuzz.architectures import ARCHITECTURES, ZooModel
 from fuzz.harness import check_spec
 from fuzz.model_builder import build_example
+from fuzz.oracle import GradientDivergence
 from fuzz.report import repro_source
 from fuzz.runner import run_eager
 from fuzz.spec import NetSpec, SpecError
 from fuzz.zoo import SEED_MODEL, zoo_spec, zoo_specs
 from tests.campaign_runs import run_repro
-from tests.faults import injected
+from tests.faults import injected, replaced, scaled_gradient_in
 
 transformers = pytest.importorskip("transformers")
 
@@ -127,3 +129,19 @@ def test_the_self_consistency_check_tells_a_wrong_gradient_from_a_right_one():
         verdict = _self_consistent(spec, _ThunderRuns(300, False), "fixed")
     assert isinstance(verdict, GradientDivergence), verdict
     assert "not the derivative of its own forward" in str(verdict)
+
+
+@pytest.mark.slow
+def test_a_bfloat16_only_fault_in_a_random_model_is_found_in_its_own_dtype():
+    """A random model (dropout) whose thunder SDPA gradient is doubled in bfloat16 only, inside its checkpoints:
+    the self-consistency check runs in float64, where the fault is not; the model without its dropout, judged in
+    bfloat16 against eager like any deterministic model, finds it."""
+    model = ZooModel("llama", heads=2, head_size=2, kv_heads=1, intermediate=4, attention="sdpa", dropout=0.1)
+    spec = zoo_spec(model, vocab=8, seq=3, dtype="bfloat16")
+    bfloat16_only = lambda op: scaled_gradient_in(op, 2.0, ("bfloat16",))  # noqa: E731
+    with replaced(F.scaled_dot_product_attention, bfloat16_only):
+        outcome = check_spec(spec)
+    print(f"zoo bfloat16-only fault: {outcome.failure!r}")
+    assert isinstance(outcome.failure, GradientDivergence), outcome.failure or outcome.invalid_reason
+    assert str(outcome.failure).startswith("without its random layers: ")
+    assert outcome.failure.triage == "checkpoint-specific"
