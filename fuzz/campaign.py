@@ -139,10 +139,10 @@ class Campaign:
             self.stats.repeats += 1
             return seen
         timeout_s = self.budget.example_timeout_s()
-        with self._in_flight(spec):
-            # While shrinking, a time-out only rejects the step: no second run to confirm it.
-            shrinking = timeout_s != self.config.timeout_s
-            timeout_s = limit_s if limit_s and not shrinking else timeout_s
+        # While shrinking, a time-out only rejects the step: no second run to confirm it.
+        shrinking = timeout_s != self.config.timeout_s
+        timeout_s = limit_s if limit_s and not shrinking else timeout_s
+        with self._in_flight(spec, timeout_s):
             outcome = check_spec(
                 spec, converter=self.config.converter, timeout_s=timeout_s, rerun_timeouts=not (shrinking or limit_s)
             )
@@ -158,9 +158,10 @@ class Campaign:
         self._outcomes[key] = outcome, reproduced
         return outcome, reproduced
 
-    def _in_flight(self, spec: NetSpec) -> contextlib.AbstractContextManager[None]:
-        """Record ``spec`` as the one this process is running, for `record_worker_crash` should it die."""
-        return self.folder.running(self.worker, spec)
+    def _in_flight(self, spec: NetSpec, limit_s: float | None = None) -> contextlib.AbstractContextManager[None]:
+        """Record ``spec`` as the one this process is running under ``limit_s`` (default: the campaign's time limit),
+        for `record_worker_crash` should it die."""
+        return self.folder.running(self.worker, spec, limit_s or self.config.timeout_s)
 
     def record_worker_crash(self, worker: str) -> Path | str | None:
         """The controller's part when xdist worker ``worker`` died: write the network it was running.
@@ -172,14 +173,13 @@ class Campaign:
         """
         if (running := self.folder.take_running(worker)) is None:
             return None
-        spec, elapsed, phase = running
+        spec, elapsed, phase, limit = running
         if phase != THUNDER_PHASE:
             path = self.config.run_dir / DIED_OUTSIDE_THUNDER / f"{spec_digest(spec)}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             write_atomically(path, spec.to_json() + "\n")
             where = f"in phase {phase!r}" if phase else "in the harness's own steps"
             return f"the worker process died {elapsed:.0f} s into a network {where}, outside thunder: {path}"
-        limit = self.config.timeout_s
         how = (
             f"past the hard time limit ({hard_limit(limit):g} s): a hang the per-example limit could not stop"
             if limit and elapsed >= hard_limit(limit)
@@ -346,7 +346,7 @@ class Campaign:
         def still_fails(candidate: NetSpec) -> bool:
             # One run per check, within the reduction's own bound: a slow thunder error path ends the check.
             limit = min(self.config.timeout_s or REDUCE_SECONDS, REDUCE_SECONDS)
-            with self._in_flight(candidate):  # a death inside thunder here is a finding of its own
+            with self._in_flight(candidate, limit):  # a death inside thunder here is a finding of its own
                 outcome = check_spec(candidate, converter=self.config.converter, timeout_s=limit, rerun_timeouts=False)
             same = outcome.failure is not None and outcome.failure.signature == failure.signature
             if same:

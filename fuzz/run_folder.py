@@ -94,11 +94,11 @@ class RunFolder:
         return merged
 
     @contextlib.contextmanager
-    def running(self, worker: str, spec: NetSpec) -> Iterator[None]:
-        """Record ``spec`` as the network ``worker`` is running, for `take_running` should the process die; its
-        phase (`fuzz.runner.in_phase`) is added by `mark_phase`."""
+    def running(self, worker: str, spec: NetSpec, limit_s: float | None) -> Iterator[None]:
+        """Record ``spec`` as the network ``worker`` is running under time limit ``limit_s``, for `take_running`
+        should the process die; its phase (`fuzz.runner.in_phase`) is added by `mark_phase`."""
         path = self._worker_path(worker, "inflight")
-        self._running[worker] = {"spec": spec.to_json(), "started": time.time(), "phase": None}
+        self._running[worker] = {"spec": spec.to_json(), "started": time.time(), "phase": None, "limit_s": limit_s}
         write_atomically(path, json.dumps(self._running[worker]))
         try:
             yield
@@ -112,9 +112,9 @@ class RunFolder:
             record["phase"] = phase
             write_atomically(self._worker_path(worker, "inflight"), json.dumps(record))
 
-    def take_running(self, worker: str) -> tuple[NetSpec, float, str | None] | None:
-        """The network dead ``worker`` was running, for how many seconds, and in which phase (its record removed);
-        None if none."""
+    def take_running(self, worker: str) -> tuple[NetSpec, float, str | None, float | None] | None:
+        """The network dead ``worker`` was running, for how many seconds, in which phase, under which time limit
+        (its record removed); None if none."""
         from fuzz.spec import NetSpec
 
         path = self.path / _WORKERS / f"{worker}.inflight"
@@ -122,7 +122,7 @@ class RunFolder:
             return None
         record = json.loads(path.read_text())
         path.unlink()
-        return NetSpec.from_json(record["spec"]), time.time() - record["started"], record.get("phase")
+        return NetSpec.from_json(record["spec"]), time.time() - record["started"], record["phase"], record["limit_s"]
 
     def written_failures(self, unshrunk: bool = False) -> list[dict[str, Any]]:
         """The records of the failure folders on disk: the final ones (each network of one id, its variants too), or

@@ -109,14 +109,16 @@ def run_thunderfx(example: Example) -> tuple[tuple, CompileReport]:
     from thunder.dynamo import thunderfx
 
     ours(forget_compilations)
-    try:
-        with in_phase(THUNDER_PHASE):
+    # Reading thunder's report and releasing its compiled function are in thunder's phase too: a process dying in
+    # native code there dies in thunder's objects (a Python exception in those steps is still ours, `ours`).
+    with in_phase(THUNDER_PHASE):
+        try:
             net, x = _fresh_copy(example)
             compiled = thunderfx(net)
             result = forward_backward(compiled, net, x, example.cotangent)
-        return result, ours(_compile_report, compiled._backend)
-    finally:
-        ours(forget_compilations)
+            return result, ours(_compile_report, compiled._backend)
+        finally:
+            ours(forget_compilations)
 
 
 def run_thunderfx_self_consistency(
@@ -131,8 +133,8 @@ def run_thunderfx_self_consistency(
     from thunder.dynamo import thunderfx
 
     ours(forget_compilations)
-    try:
-        with in_phase(THUNDER_PHASE):  # the finite differences run thunder too
+    with in_phase(THUNDER_PHASE):  # the finite differences run thunder too (and see `run_thunderfx`)
+        try:
             net, x = _fresh_copy(example)
             compiled = thunderfx(net)
             output, _ = forward_backward(compiled, net, x, example.cotangent)
@@ -157,8 +159,8 @@ def run_thunderfx_self_consistency(
             numeric = (loss(step) - loss(-step)) / (2 * step)
             loss_at_p = (output * example.cotangent).sum().item()
             return (analytic, numeric, loss_at_p), ours(_compile_report, compiled._backend)
-    finally:
-        ours(forget_compilations)
+        finally:
+            ours(forget_compilations)
 
 
 def ours(step, *args):

@@ -157,8 +157,10 @@ FAULTS = {
     "tanh-grad-x1.01": (torch.tanh, lambda op: _scaled_gradient(op, 1.01)),
     # Low precision only (right in float32): 30% off, as a bfloat16 kernel bug would be.
     "softmax-low-precision-grad-x0.7": (torch.softmax, lambda op: scaled_gradient_in(op, 0.7)),
-    # Only networks with dropout: thunder's gradient through its mask, inside checkpoints.
-    "dropout-grad-x2": (F.dropout, lambda op: _scaled_gradient(op, 2.0)),
+    # Only networks with dropout: thunder's gradient through its mask, inside checkpoints. (On CPU every dropout in a
+    # compiled checkpoint is already wrong, known issue dropout-in-checkpoint-fresh-mask, whose error is at most
+    # about the gradient's scale: x8 is beyond its band, as a new bug there must be to show.)
+    "dropout-grad-x8": (F.dropout, lambda op: _scaled_gradient(op, 8.0)),
     # Only networks with attention (the decoder family's blocks, attention, transformer_block).
     "sdpa-grad-x2": (F.scaled_dot_product_attention, lambda op: _scaled_gradient(op, 2.0)),
     # Only one argument of one op of the op family: leaky_relu with a non-default negative_slope.

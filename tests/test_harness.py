@@ -147,7 +147,7 @@ def test_a_random_network_is_judged_against_thunder_without_its_checkpoints():
     # Eager and thunder draw different dropout masks; thunder with and without checkpoints draw the same.
     healthy = check_spec(_random_spec([(0, 1)]))
     assert healthy.valid and healthy.compiled and healthy.failure is None
-    with injected("dropout-grad-x2"):
+    with injected("dropout-grad-x8"):
         faulty = check_spec(_random_spec([(0, 2)]))
     assert isinstance(faulty.failure, GradientDivergence) and faulty.failure.triage == "checkpoint-specific"
     assert "judged against thunderfx without checkpoints" in str(faulty.failure)

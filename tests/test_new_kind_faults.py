@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from fuzz.harness import check_spec
+from fuzz.known_issues import KNOWN_ISSUES
 from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
 from tests.campaign_runs import run_campaign
 
@@ -77,3 +79,31 @@ def test_a_fault_in_a_new_kind_is_found_and_shrunk_to_that_layer(tmp_path, fault
         f"to {spec.to_json()}"
     )
     assert spec == minimal
+
+
+@pytest.mark.slow
+def test_a_fault_in_thunders_dropout_inside_checkpoints_is_found_in_random_networks_and_shrunk_to_it(tmp_path):
+    """Random networks are judged against thunderfx without checkpoints (eager draws other masks): a fault that only
+    changes thunder's gradient through dropout inside checkpoints is found and shrunk to one dropout in a
+    checkpoint, blamed on its random layer (the network without it passes), and not taken for the registered bug
+    every such dropout on CPU may show (dropout-in-checkpoint-fresh-mask)."""
+    run = run_campaign(
+        tmp_path,
+        "--fuzz-minutes",
+        "3",
+        "--fuzz-layers",
+        "dropout,relu",
+        "--fuzz-confirm",
+        "no",
+        fault="dropout-grad-x8",
+    )
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    summary = json.loads((tmp_path / "artifacts" / "latest" / "summary.json").read_text())
+    (failure,) = summary["failures"]
+    assert (failure["class"], failure["triage"]) == ("gradient-divergence", "checkpoint-specific")
+    spec = NetSpec.from_json((tmp_path / "artifacts" / "latest" / failure["id"] / "spec.json").read_text())
+    print(f"dropout-grad-x8: shrunk after {failure['shrunk_after_s']} s to {spec.to_json()}; {failure['resembles']}")
+    assert [layer.kind for layer in spec.layers] == ["dropout"] and spec.checkpoints == [CheckpointSpec(0, 1)]
+    (issue,) = [issue for issue in KNOWN_ISSUES if issue.id == "dropout-in-checkpoint-fresh-mask"]
+    without_the_fault = check_spec(spec).failure  # passes (one element, both masks alike) or is the registered bug
+    assert without_the_fault is None or issue.reproduced_by(without_the_fault, spec), without_the_fault

@@ -342,8 +342,8 @@ def mismatch(actual, expected, reference=None, example_scale=0.0, sensitivity=No
     ``actual`` is then judged against with eager's own error as the measure of noise.
     ``example_scale`` is the largest |reference| over the example's output and gradients.
     ``sensitivity``: per element, how far eager moved under nudged inputs (`nudged_runs`): rule 2's
-    flips are accepted only where it is at least `FLIP_SENSITIVITY` of thunder's deviation; 0 accepts
-    none; None (no probe: random networks) accepts them unprobed, and rule 1's cancellation term with them.
+    flips are accepted only where it is at least `FLIP_SENSITIVITY` of thunder's deviation; 0 or None (no probe:
+    random networks) accepts none. None also grants rule 1's cancellation term unshown.
     ``nudged``: the same tensor's (sample, truth) pairs from `nudged_runs`: their median error is eager's noise
     beside its error on the example (rule 1), their largest scale drift widens rule 3's bound.
     """
@@ -384,10 +384,8 @@ def mismatch(actual, expected, reference=None, example_scale=0.0, sensitivity=No
         expected.dtype in FLIP_SHARE
         and int(bad.sum()) <= max(1, FLIP_SHARE[expected.dtype] * got.numel())
         and bool((diff[bad] <= scale).all())
-        and (
-            sensitivity is None
-            or bool((torch.as_tensor(sensitivity).expand_as(diff)[bad] >= FLIP_SENSITIVITY * diff[bad]).all())
-        )
+        and sensitivity is not None  # a flip is shown by the probe or not accepted
+        and bool((torch.as_tensor(sensitivity).expand_as(diff)[bad] >= FLIP_SENSITIVITY * diff[bad]).all())
     )
     if bad.any() and not flips:
         worst = int(diff.argmax())
@@ -511,8 +509,8 @@ def compare(thunder_result, eager_result, reference_result=None, probe=None):
 
     With ``reference_result`` (a `float64_reference` run), each tensor is judged against it.
     ``probe``: a callable returning `nudged_runs` of the example, called only when something does not
-    match; without it, low-precision flips are accepted unprobed (rule 2) and every tensor may be a cancellation
-    (rule 1's example-scale term applies unshown).
+    match; without it, no element is a low-precision flip (rule 2) and every tensor may be a cancellation (rule 1's
+    example-scale term applies unshown).
     """
     if probe is None:
         return _mismatches(thunder_result, eager_result, reference_result, {})
@@ -637,7 +635,7 @@ def _verdict():
             # own run of the same network without checkpoints, under the same seed.
             plain, _, _ = make_example(checkpointing=False)
             expected = _limited(lambda: forward_backward(thunderfx(plain), plain, fresh_input(x), cotangent))
-            reference, probe = None, lambda: []  # no eager probe: no flip, no cancellation unshown
+            reference, probe = None, None
         thunder_net = copy.deepcopy(net)
         result = _limited(lambda: forward_backward(thunderfx(thunder_net), thunder_net, fresh_input(x), cotangent))
     except Exception as error:
