@@ -17,7 +17,7 @@ TORCH_BATCHES := nvidia-cudnn-cu12,nvidia-cublas-cu12 \
 
 .PHONY: setup campaign nightly replay report known-issues test test-full pytest lint gpu-smoke benchmark
 setup: $(VENV)/.installed
-	@$(PY) -m fuzz.thunder_versions use $(THUNDER)
+	@$(PY) -m fuzz.versions.thunder_versions use $(THUNDER)
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	@$(PYTHON) tools/check_setup_disk.py $(VENV)
@@ -35,7 +35,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 		$(PY) -m pip install -q --no-cache-dir --no-deps -c constraints.txt $$(echo $$batch | tr , ' ') || exit 1; \
 	done; fi
 	$(PY) -m pip install --no-cache-dir -c constraints.txt -e '.[dev]'
-	$(PY) -c "from fuzz.compat import incompatibility as i; r = i(); assert r is None, r"
+	$(PY) -c "from fuzz.versions.compat import incompatibility as i; r = i(); assert r is None, r"
 	touch $@
 
 campaign: setup

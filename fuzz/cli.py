@@ -19,11 +19,11 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from fuzz.choices import CONVERTER_CHOICES, DEVICE_CHOICES
-from fuzz.run_folder import SUMMARY, find_run
+from fuzz.campaign.choices import CONVERTER_CHOICES, DEVICE_CHOICES
+from fuzz.report.run_folder import SUMMARY, find_run
 
 DEFAULT_ROOT = Path("fuzz-artifacts")
-_REGISTRY = Path(__file__).resolve().parent.parent / "known_issues"  # (fuzz.known_issues.KNOWN_ISSUES_DIR, no torch)
+_REGISTRY = Path(__file__).resolve().parent.parent / "known_issues"  # (fuzz.registry.issue.KNOWN_ISSUES_DIR, no torch)
 COULD_NOT_RUN = 2
 THUNDER_VARIABLE = "CKPT_FUZZ_THUNDER"  # "REQUEST=VERSION" once the process runs on the thunder --thunder asked for
 
@@ -31,7 +31,7 @@ THUNDER_VARIABLE = "CKPT_FUZZ_THUNDER"  # "REQUEST=VERSION" once the process run
 def _pytest(arguments: list[str], command: list[str]) -> NoReturn:
     """Become the campaign engine (pytest on this package's tests) with ``arguments``: exec, not a child process, so
     Ctrl-C and SIGTERM reach pytest itself (it writes the summary of what was found) and its exit status is ours."""
-    from fuzz.summary import COMMAND_VARIABLE
+    from fuzz.report.summary import COMMAND_VARIABLE
 
     env = {**os.environ, COMMAND_VARIABLE: shlex.join(["ckpt-fuzz", *command])}
     # pytest's warnings section lists each warning with every test item that raised it: the summary counts them.
@@ -46,7 +46,7 @@ def _run(args: argparse.Namespace, extra: list[str]) -> int:
     arguments += ["-n", args.jobs] if args.jobs != "0" else []
     arguments += ["--fuzz-minutes", str(args.minutes), "--fuzz-shards", str(args.shards)]
     if (index := _job_index(args.job_index)) is not None:
-        from fuzz.merge import campaign_seed, job_seed
+        from fuzz.report.merge import campaign_seed, job_seed
 
         if clashing := [option for option in extra if option.split("=")[0] in _SET_BY_JOB]:
             print(
@@ -89,7 +89,7 @@ def _replay(args: argparse.Namespace, extra: list[str]) -> int:
 
 def _check(args: argparse.Namespace, extra: list[str]) -> int:
     """One spec, eager vs thunderfx: the verdict on one line, and the exit code of a repro.py."""
-    from fuzz.spec import NetSpec, SpecError
+    from fuzz.generate.spec import NetSpec, SpecError
 
     path = args.spec / "spec.json" if args.spec.is_dir() else args.spec
     try:
@@ -99,9 +99,9 @@ def _check(args: argparse.Namespace, extra: list[str]) -> int:
         return COULD_NOT_RUN
     from dataclasses import replace
 
-    from fuzz.config import resolve_device
-    from fuzz.harness import check_spec
-    from fuzz.runner import executor_names, use_executors
+    from fuzz.campaign.config import resolve_device
+    from fuzz.judge.harness import check_spec
+    from fuzz.run.runner import executor_names, use_executors
 
     try:
         device = resolve_device(args.device)
@@ -123,13 +123,13 @@ def _check(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def _report(args: argparse.Namespace, extra: list[str]) -> int:
-    from fuzz.html_report import write_report
+    from fuzz.report.html import write_report
 
     if not args.merge:
         print(write_report(find_run(args.artifacts, args.run)))
         return 0
-    from fuzz.merge import merge_runs
-    from fuzz.run_folder import check_run_id, new_run_id
+    from fuzz.report.merge import merge_runs
+    from fuzz.report.run_folder import check_run_id, new_run_id
 
     if args.run:
         print("ckpt-fuzz report: give the runs to merge after --merge, not before it", file=sys.stderr)
@@ -166,7 +166,7 @@ def _known_issues(args: argparse.Namespace, extra: list[str]) -> int:
 
 def _record_signatures(ids: list[str], device: str, added: list[str]) -> int:
     """``known-issues --record [--add]``: the options checked before thunder loads, then
-    `fuzz.known_issue_files.record_entries`."""
+    `fuzz.registry.files.record_entries`."""
     if added and len(ids) != 1:
         print("ckpt-fuzz known-issues: --add needs exactly one entry: --record ID --add FOLDER ...", file=sys.stderr)
         return 4
@@ -176,8 +176,8 @@ def _record_signatures(ids: list[str], device: str, added: list[str]) -> int:
     if unknown := [i for i in ids if not (_REGISTRY / i / "spec.json").is_file()]:  # checked before thunder loads
         print(f"ckpt-fuzz known-issues --record: no known issue {', '.join(unknown)} in {_REGISTRY}", file=sys.stderr)
         return 4
-    from fuzz.config import resolve_device
-    from fuzz.known_issue_files import record_entries
+    from fuzz.campaign.config import resolve_device
+    from fuzz.registry.files import record_entries
 
     return record_entries(ids, resolve_device(device), [Path(folder) for folder in added])
 
@@ -188,9 +188,9 @@ def _bisect(args: argparse.Namespace, extra: list[str]) -> int:
 
     from packaging.version import Version
 
-    from fuzz.known_issues import KNOWN_ISSUES_DIR, VERSIONS_FILE
-    from fuzz.thunder_versions import VersionError, available, is_nightly, resolve
-    from fuzz.version_bisect import ERROR, bisect, found_on, run_repro, table, version_record
+    from fuzz.registry.issue import KNOWN_ISSUES_DIR, VERSIONS_FILE
+    from fuzz.versions.bisect import ERROR, bisect, found_on, run_repro, table, version_record
+    from fuzz.versions.thunder_versions import VersionError, available, is_nightly, resolve
 
     folder = (Path(args.target) if Path(args.target).is_dir() else KNOWN_ISSUES_DIR / args.target).resolve()
     repro = folder / "repro.py"
@@ -360,7 +360,7 @@ def _parser() -> argparse.ArgumentParser:
 def _on_thunder(request: str, argv: list[str]) -> None:
     """Run this same command again in a fresh interpreter on the thunder ``request`` names (installed and probed
     first; `VersionError` before any example runs when it cannot be); returns when this process runs on it."""
-    from fuzz.thunder_versions import PACKAGE, VersionError, installed, prepare
+    from fuzz.versions.thunder_versions import PACKAGE, VersionError, installed, prepare
 
     chosen, _, exact = os.environ.get(THUNDER_VARIABLE, "").partition("=")
     if chosen == request:  # the re-executed command: check it really imports what was prepared
@@ -381,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv
     if extra and args.command in ("check", "report", "bisect"):
         parser.error(f"{args.command}: unrecognized arguments: {' '.join(extra)}")
-    from fuzz.thunder_versions import VersionError
+    from fuzz.versions.thunder_versions import VersionError
 
     try:
         if getattr(args, "thunder", None):

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from fuzz import blocks
-from fuzz.layers import LAYER_KINDS
-from fuzz.spec import CheckpointSpec, NetSpec
-from fuzz.zoo import model_source
+from fuzz.generate import blocks
+from fuzz.generate.layers import LAYER_KINDS
+from fuzz.generate.spec import CheckpointSpec, NetSpec
+from fuzz.generate.zoo import model_source
 
 _INDENT = "    "
 

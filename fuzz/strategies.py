@@ -16,9 +16,10 @@ from typing import Any
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from fuzz.layers import LAYER_KINDS, Incoming, LayerKind, Param
-from fuzz.op_catalog import OpCall, catalog
-from fuzz.spec import (
+from fuzz.generate.kind import Incoming, LayerKind, Param
+from fuzz.generate.layers import LAYER_KINDS
+from fuzz.generate.op_catalog import OpCall, catalog
+from fuzz.generate.spec import (
     AUTOCAST_REGIONS,
     CHECKPOINT_APIS,
     DETERMINISM_CHECKS,
@@ -31,7 +32,7 @@ from fuzz.spec import (
 
 MAX_DIM = 64
 MAX_LAYERS = 8
-# Images: channels and spatial sizes of the input (layers may grow them: see fuzz.layers.MAX_SPATIAL).
+# Images: channels and spatial sizes of the input (layers may grow them: see fuzz.generate.kind_code.MAX_SPATIAL).
 MAX_CHANNELS = 16
 MAX_INPUT_SPATIAL = 8
 
@@ -265,7 +266,7 @@ def net_specs(
     checkpoints = checkpoints_from_placements([placement for _, placement in placed], layers)
     if any(LAYER_KINDS[layer.kind].random for layer in layers):
         # Dynamo never compiles checkpoint_sequential (the whole network then runs eagerly), and a
-        # random network's oracle needs thunder to draw its random numbers (see fuzz.harness).
+        # random network's oracle needs thunder to draw its random numbers (see fuzz.judge.harness).
         checkpoints = [replace(c, api="checkpoint", segments=1) if c.api == "sequential" else c for c in checkpoints]
     autocast = draw(st.sampled_from(AUTOCAST_REGIONS[1:])) if _rarely(draw) and dtype == "float32" else None
     if autocast == "checkpoints" and not any(c.api == "checkpoint" for c in checkpoints):

@@ -2,8 +2,8 @@
 
 Three families of networks: the general layer stacks (with the op family drawn from thunder's
 OpInfos), litgpt-style decoders around thunder's own test_checkpointing_thunderfx network
-(`fuzz.decoder`), and the model zoo, Hugging Face transformers models with gradient checkpointing
-(`fuzz.zoo`). Before them, the op sweep runs every op call of the catalog alone in a checkpoint.
+(`fuzz.generate.decoder`), and the model zoo, Hugging Face transformers models with gradient checkpointing
+(`fuzz.generate.zoo`). Before them, the op sweep runs every op call of the catalog alone in a checkpoint.
 """
 
 import importlib.util
@@ -15,13 +15,15 @@ from hypothesis import example, given, note, reject, settings
 from hypothesis import strategies as st
 from hypothesis.control import current_build_context
 
-from fuzz.campaign import Campaign
-from fuzz.decoder import checkpointing_thunderfx_spec, decoder_specs
-from fuzz.harness import check_spec
-from fuzz.known_issue_files import recorded_spec
-from fuzz.known_issues import KNOWN_ISSUES, KnownIssue, KnownIssueChanged, installed_thunder
-from fuzz.spec import NetSpec
-from fuzz.zoo import SEED_MODEL, zoo_specs
+from fuzz.campaign.engine import Campaign
+from fuzz.generate.decoder import checkpointing_thunderfx_spec, decoder_specs
+from fuzz.generate.spec import NetSpec
+from fuzz.generate.zoo import SEED_MODEL, zoo_specs
+from fuzz.judge.harness import check_spec
+from fuzz.judge.oracle import KnownIssueChanged
+from fuzz.registry.files import recorded_spec
+from fuzz.registry.issue import KnownIssue, installed_thunder
+from fuzz.registry.known_issues import KNOWN_ISSUES
 
 if sys.version_info < (3, 11):  # Hypothesis's own dependency there
     from exceptiongroup import ExceptionGroup
@@ -44,7 +46,8 @@ def _check(spec: NetSpec, campaign: Campaign, limit_s: float | None = None) -> N
 
 
 def test_op_sweep(shard: int, campaign: Campaign) -> None:
-    """Every drawable op call of thunder's OpInfos alone in one checkpoint (`fuzz.sweep`), before random composition."""
+    """Every drawable op call of thunder's OpInfos alone in one checkpoint (`fuzz.generate.sweep`), before random
+    composition."""
     failures = [failure for spec in campaign.sweep_cases(shard) if (failure := campaign.run_sweep_case(spec))]
     if failures:  # each already written to its own folder
         raise ExceptionGroup(f"the op sweep found {len(failures)} failing op call(s)", failures)
@@ -60,7 +63,7 @@ def test_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -
 # Nested checkpoints: thunder crashes on them (known issue nested-checkpoint-crash), often only after minutes of
 # interpretation (measured: its registered spec runs past 120 s). Too slow for every shard and campaign, they are a
 # slice of nightly-profile campaigns of an hour or more: a few networks on shard 0, each under its own time limit
-# (a time-out there is not run twice), counted apart in the summary (`fuzz.coverage.NESTED`).
+# (a time-out there is not run twice), counted apart in the summary (`fuzz.generate.coverage.NESTED`).
 NESTED_EXAMPLES, NESTED_LIMIT_S, NESTED_MIN_CAMPAIGN_MINUTES = 3, 300.0, 60.0
 
 

@@ -258,7 +258,7 @@ def _pause(where: Callable, phase: str, after: bool = False) -> Callable:
             return
         os.write(marker, f"{os.getpid()} {phase}".encode())
         os.close(marker)
-        from fuzz.runner import interrupted
+        from fuzz.run.runner import interrupted
 
         end = time.monotonic() + 30
         while time.monotonic() < end and not interrupted():  # (once signals only mark the run: the summary's phase)
@@ -278,50 +278,50 @@ def _pause(where: Callable, phase: str, after: bool = False) -> Callable:
 def _install_pause(phase: str) -> None:
     """Make the campaign wait in ``phase`` (see `_pause`): generation (the first example), shrinking (once the first
     failure is written as unshrunk), reduction (of a shrunk failure), confirmation (its repro.py), summary."""
-    import fuzz.campaign
+    import fuzz.campaign.engine
 
     if phase == "shrinking":
-        original = fuzz.campaign.Campaign._write_failure
+        original = fuzz.campaign.engine.Campaign._write_failure
 
         def write_failure(self, artifacts, spec, failure, name=None):
             written = _pause(original, phase, after=True) if artifacts.name == "unshrunk" else original
             return written(self, artifacts, spec, failure, name)
 
-        fuzz.campaign.Campaign._write_failure = write_failure
+        fuzz.campaign.engine.Campaign._write_failure = write_failure
         return
     module, name = {
-        "generation": (fuzz.campaign, "check_spec"),
-        "reduction": (fuzz.campaign, "reduce_spec"),
-        "confirmation": (fuzz.campaign, "confirm"),
-        "summary": (fuzz.campaign, "build_summary"),
+        "generation": (fuzz.campaign.engine, "check_spec"),
+        "reduction": (fuzz.campaign.engine, "reduce_spec"),
+        "confirmation": (fuzz.campaign.engine, "confirm"),
+        "summary": (fuzz.campaign.engine, "build_summary"),
     }[phase]
     setattr(module, name, _pause(getattr(module, name), phase))
 
 
 def _install_death_in_phase(phase: str) -> None:
     """Kill the process (SIGSEGV, once per campaign: $FUZZ_FAULT_MARKER) as the first network in flight enters
-    ``phase`` of `fuzz.runner.in_phase`; "reduction": thunder's phase while a shrunk failure is reduced."""
-    import fuzz.campaign
-    import fuzz.run_folder
+    ``phase`` of `fuzz.run.runner.in_phase`; "reduction": thunder's phase while a shrunk failure is reduced."""
+    import fuzz.campaign.engine
+    import fuzz.report.run_folder
 
     reducing = []
     if phase == "reduction":
-        reduce_spec = fuzz.campaign.reduce_spec
+        reduce_spec = fuzz.campaign.engine.reduce_spec
 
         def reducing_spec(*args, **kwargs):
             reducing.append(True)
             return reduce_spec(*args, **kwargs)
 
-        fuzz.campaign.reduce_spec = reducing_spec
+        fuzz.campaign.engine.reduce_spec = reducing_spec
     target = "thunder" if phase == "reduction" else phase
-    mark_phase = fuzz.run_folder.RunFolder.mark_phase
+    mark_phase = fuzz.report.run_folder.RunFolder.mark_phase
 
     def marked(self, worker, now):
         mark_phase(self, worker, now)
         if now == target and self._running.get(worker) and (reducing or phase != "reduction"):
             _once(lambda: None, _segfault)()
 
-    fuzz.run_folder.RunFolder.mark_phase = marked
+    fuzz.report.run_folder.RunFolder.mark_phase = marked
 
 
 def pytest_configure(config) -> None:
@@ -331,6 +331,6 @@ def pytest_configure(config) -> None:
     if phase := os.environ.get("FUZZ_PAUSE_AT"):
         _install_pause(phase)
     if os.environ.get("FUZZ_INJECT_HARNESS_ERROR"):  # a bug of ours, not thunder's: on every example
-        import fuzz.campaign
+        import fuzz.campaign.engine
 
-        fuzz.campaign.known_issues_for = _broken_harness
+        fuzz.campaign.engine.known_issues_for = _broken_harness

@@ -3,13 +3,14 @@
 import pytest
 import torch
 
-from fuzz.layers import LAYER_KINDS, Incoming
+from fuzz.generate.kind import Incoming
+from fuzz.generate.layers import LAYER_KINDS
+from fuzz.generate.op_catalog import catalog
+from fuzz.generate.ops import plumbing_params
+from fuzz.generate.reduce import PLUMBING
+from fuzz.generate.spec import DTYPES, CheckpointSpec, LayerSpec, NetSpec, validate
 from fuzz.model_builder import build_example, network_source
-from fuzz.op_catalog import catalog
-from fuzz.ops import plumbing_params
-from fuzz.parity import forward_backward, fresh_input
-from fuzz.reduce import PLUMBING
-from fuzz.spec import DTYPES, CheckpointSpec, LayerSpec, NetSpec, validate
+from fuzz.run.passes import forward_backward, fresh_input
 from fuzz.strategies import OP_KINDS
 
 

@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from thunder.dynamo.utils import _torch_to_thunder_function_map
 
-import fuzz.budget
-from fuzz.campaign import Campaign
-from fuzz.config import CampaignConfig
-from fuzz.oracle import GradientDivergence
-from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
-from fuzz.sweep import sweep_specs
+import fuzz.campaign.budget
+from fuzz.campaign.config import CampaignConfig
+from fuzz.campaign.engine import Campaign
+from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
+from fuzz.generate.sweep import sweep_specs
+from fuzz.judge.oracle import GradientDivergence
 from tests.faults import busy, injected, replaced
 
 
@@ -34,7 +34,7 @@ def test_a_network_the_shard_already_ran_is_answered_from_memory(tmp_path):
 
 
 def test_while_shrinking_a_step_far_slower_than_the_failure_is_rejected_not_reported(tmp_path, monkeypatch):
-    monkeypatch.setattr(fuzz.budget, "SHRINKING_TIMEOUT_FLOOR_S", 2.0)
+    monkeypatch.setattr(fuzz.campaign.budget, "SHRINKING_TIMEOUT_FLOOR_S", 2.0)
     campaign = Campaign(CampaignConfig(run_dir=tmp_path, timeout_s=60))
     campaign.start_item()
     assert campaign.budget.example_timeout_s() == 60

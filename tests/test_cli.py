@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import fuzz.compat
-from fuzz.known_issues import KNOWN_ISSUES
-from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
+import fuzz.versions.compat
+from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
+from fuzz.registry.known_issues import KNOWN_ISSUES
 from tests.campaign_runs import fault_everywhere
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,8 +64,8 @@ def test_bad_options_are_one_line_errors(args, message, tmp_path):
     ],
 )
 def test_incompatible_torch_thunder_pairs_are_named(monkeypatch, versions, expected):
-    monkeypatch.setattr(fuzz.compat, "version", versions.__getitem__)
-    reason = fuzz.compat.incompatibility()
+    monkeypatch.setattr(fuzz.versions.compat, "version", versions.__getitem__)
+    reason = fuzz.versions.compat.incompatibility()
     assert reason is None if expected is None else expected in reason
 
 
@@ -80,7 +80,10 @@ def _ckpt_fuzz(*args: str, cwd: Path = ROOT, fault: str | None = None, timeout: 
 
 def test_the_spec_and_the_command_line_import_no_torch():
     # A spec is plain data; `ckpt-fuzz --help` and `report` answer at once (torch and thunder take seconds to import).
-    code = "import sys, fuzz.spec, fuzz.layers, fuzz.cli, fuzz.html_report; assert 'torch' not in sys.modules"
+    code = (
+        "import sys, fuzz.generate.spec, fuzz.generate.layers, fuzz.cli, fuzz.report.html; "
+        "assert 'torch' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, timeout=60)
     for command in ("run", "check", "replay", "report", "known-issues"):
         run = _ckpt_fuzz(command, "--help", timeout=60)

@@ -1,4 +1,4 @@
-"""The litgpt-style decoder family and thunder's test_checkpointing_thunderfx network (fuzz/decoder.py)."""
+"""The litgpt-style decoder family and thunder's test_checkpointing_thunderfx network (fuzz/generate/decoder.py)."""
 
 import json
 import time
@@ -8,11 +8,11 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
-from fuzz.decoder import checkpointing_thunderfx_spec, decoder_specs
-from fuzz.harness import _run_thunder, check_spec
+from fuzz.generate.decoder import checkpointing_thunderfx_spec, decoder_specs
+from fuzz.generate.spec import NetSpec, validate
+from fuzz.judge.harness import _run_thunder, check_spec
 from fuzz.model_builder import build_example
-from fuzz.runner import run_eager
-from fuzz.spec import NetSpec, validate
+from fuzz.run.runner import run_eager
 from tests.campaign_runs import run_campaign
 
 SEED = checkpointing_thunderfx_spec("cpu")

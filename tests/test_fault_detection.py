@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
+from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from tests.browser import render
 from tests.campaign_runs import FAULT, run_campaign, run_repro
 
@@ -51,7 +51,7 @@ def test_the_failure_shrinks_to_that_one_layer_in_one_checkpoint(faulty_campaign
     # The fault is in thunder for every process (tests/fault_site): its repro.py reproduces it afresh.
     assert failure["confirmed"] is True and failure["confirmation"].startswith("reproduced in a fresh interpreter")
     # Measured: 238 s in a fresh-clone `make test` with the other xdist worker busy (140 networks, 93 answered from
-    # memory); well under 100 s alone. Far more means the shrink-time policy (fuzz/budget.py) stopped working.
+    # memory); well under 100 s alone. Far more means the shrink-time policy (fuzz/campaign/budget.py) stopped working.
     assert shrunk_s - detect_s < 360
 
 

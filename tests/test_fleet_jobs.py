@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from fuzz.cli import _parser
-from fuzz.merge import job_seed
+from fuzz.report.merge import job_seed
 from tests.campaign_runs import ROOT, fault_everywhere
 from tests.test_fleet import redis_url  # noqa: F401 (the fixture)
 
@@ -28,7 +28,7 @@ def test_a_job_refuses_pytest_options_that_would_undo_its_seed_or_folder(capsys)
 
 
 def test_every_campaign_gets_its_own_default_seed():
-    from fuzz.merge import campaign_seed
+    from fuzz.report.merge import campaign_seed
 
     assert campaign_seed("ckpt-fuzz-4711") == campaign_seed("ckpt-fuzz-4711") != campaign_seed("ckpt-fuzz-4712")
 
@@ -92,7 +92,7 @@ def test_the_kubernetes_manifest_is_a_valid_indexed_job():
 
 
 def _summary(run_id: str, examples: int, failure_ids: list[str], result: str) -> dict:
-    from fuzz.report import CampaignStats
+    from fuzz.report.stats import CampaignStats
 
     stats = CampaignStats(examples=examples, valid=examples, gpus={"gw0": "0"})
     return {
@@ -116,7 +116,7 @@ def _write_run(root: Path, summary: dict) -> Path:
 
 
 def test_a_merge_adds_counters_and_keeps_each_failure_once(tmp_path):
-    from fuzz.merge import merge_runs
+    from fuzz.report.merge import merge_runs
 
     runs = [
         _write_run(tmp_path, _summary("a-job0", 5, ["f1"], "failed: 1 failure(s)")),
@@ -135,7 +135,7 @@ def test_a_merge_adds_counters_and_keeps_each_failure_once(tmp_path):
 
 
 def test_a_merge_keeps_what_a_stopped_job_found_before_shrinking_it(tmp_path):
-    from fuzz.merge import merge_runs
+    from fuzz.report.merge import merge_runs
 
     stopped = _summary("a-job1", 4, [], "interrupted: the run was stopped; what it found so far is listed")
     unshrunk = tmp_path / "a-job1" / "unshrunk" / "u1"
@@ -155,7 +155,7 @@ def test_a_merge_keeps_what_a_stopped_job_found_before_shrinking_it(tmp_path):
     ("change", "problem"), [({"found_with": "thunder Y"}, "differ in 'found_with'"), ({}, "listed twice")]
 )
 def test_runs_of_different_campaigns_or_a_run_listed_twice_are_not_merged(tmp_path, change, problem):
-    from fuzz.merge import MergeError, merge_runs
+    from fuzz.report.merge import MergeError, merge_runs
 
     first = _write_run(tmp_path, _summary("b-job0", 1, [], "passed: nothing failed"))
     second = _write_run(tmp_path, {**_summary("b-job1", 1, [], "passed: nothing failed"), **change})

@@ -1,4 +1,5 @@
-"""Workers on GPU boxes (`fuzz.gpus`): which GPU each xdist worker gets and how many workers ``-n auto`` starts.
+"""Workers on GPU boxes (`fuzz.campaign.gpus`): which GPU each xdist worker gets and how many workers ``-n auto``
+starts.
 
 No CUDA here: GPUs are simulated by listing ids with ``--fuzz-gpus``, which pins workers on any device.
 """
@@ -7,7 +8,7 @@ import json
 
 import pytest
 
-from fuzz.gpus import auto_worker_count, gpu_of_worker, parse_gpu_list, pin_to_gpu
+from fuzz.campaign.gpus import auto_worker_count, gpu_of_worker, parse_gpu_list, pin_to_gpu
 from tests.campaign_runs import run_campaign
 
 
@@ -67,7 +68,7 @@ def test_n_auto_starts_workers_per_gpu_and_each_sees_only_its_gpu(tmp_path) -> N
 
 
 def test_fuzz_gpus_count_within_an_inherited_allocation(monkeypatch: pytest.MonkeyPatch) -> None:
-    from fuzz.gpus import visible_gpus
+    from fuzz.campaign.gpus import visible_gpus
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")  # what Slurm or Kubernetes gave the job
     assert visible_gpus("1,0") == ("5", "4")

@@ -10,10 +10,11 @@ from thunder.dynamo.utils import _torch_to_thunder_function_map
 
 import fuzz.fix
 from fuzz.fix import STOCK_CONVERTER
-from fuzz.harness import ConverterComparison, check_spec
-from fuzz.oracle import ExampleTimeout, GradientDivergence, ThunderCrash
-from fuzz.report import failure_id
-from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
+from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
+from fuzz.judge.harness import check_spec
+from fuzz.judge.oracle import ExampleTimeout, GradientDivergence, ThunderCrash
+from fuzz.judge.outcome import ConverterComparison
+from fuzz.report.failures import failure_id
 from tests.faults import busy, injected, replaced
 
 
@@ -58,7 +59,7 @@ def test_cancellation_noise_is_not_a_divergence():
 )
 def test_a_gradient_fault_inside_a_checkpoint_is_found_and_classified(fault, dtype, failure_class):
     # 64 gradient elements: a 1% scale of a bfloat16 gradient is told from rounding noise
-    # statistically (fuzz/parity.py, rule 3); with a handful of elements it cannot be.
+    # statistically (fuzz/judge/parity.py, rule 3); with a handful of elements it cannot be.
     with injected(fault):
         inside = check_spec(_spec("tanh", dtype=dtype, features=32))
         outside = check_spec(_spec("tanh", dtype=dtype, features=32, checkpoints=()))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.spec import NetSpec
+from fuzz.generate.spec import NetSpec
 from tests.campaign_runs import FAULT, ROOT, campaign_command, fault_everywhere, run_campaign, run_repro
 
 # Where a stop lands, and whom it reaches: "group" is what `timeout`, Slurm and Kubernetes do (the controller, then its

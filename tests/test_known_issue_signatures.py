@@ -5,9 +5,11 @@ import sys
 
 import pytest
 
-import fuzz.known_issue_files
-from fuzz.known_issue_files import KNOWN_ISSUES_DIR, add_reproduction
-from fuzz.known_issue_signatures import (
+import fuzz.registry.files
+from fuzz.generate.spec import LayerSpec, NetSpec
+from fuzz.registry.files import KNOWN_ISSUES_DIR, add_reproduction
+from fuzz.registry.known_issues import KNOWN_ISSUES
+from fuzz.registry.signatures import (
     MARGIN,
     Observation,
     read_entry,
@@ -15,8 +17,6 @@ from fuzz.known_issue_signatures import (
     tensor_role,
     with_other_devices,
 )
-from fuzz.known_issues import KNOWN_ISSUES
-from fuzz.spec import LayerSpec, NetSpec
 from tests.campaign_runs import ROOT
 
 _BAND = {"dtype": "bfloat16", "device": "cpu", "thunder": "0.2.6", "reproductions": 3}
@@ -129,7 +129,7 @@ def test_a_campaign_failure_is_admitted_as_a_reproduction_only_when_the_trigger_
     from tests.faults import injected
     from tests.test_verdicts import SILU_THEN_TANH
 
-    monkeypatch.setattr(fuzz.known_issue_files, "KNOWN_ISSUES_DIR", tmp_path / "registry")
+    monkeypatch.setattr(fuzz.registry.files, "KNOWN_ISSUES_DIR", tmp_path / "registry")
     (tmp_path / "registry" / "inplace-silu-wrong-grad").mkdir(parents=True)
     folder = tmp_path / "failure"
     folder.mkdir()

@@ -2,10 +2,11 @@
 
 import pytest
 
-from fuzz.harness import check_spec
-from fuzz.known_issue_files import KNOWN_ISSUES_DIR, expected_repro, recorded_failure, recorded_spec
-from fuzz.known_issues import KNOWN_ISSUES, installed_thunder, known_issues_for
-from fuzz.reduce import valid
+from fuzz.generate.reduce import valid
+from fuzz.judge.harness import check_spec
+from fuzz.registry.files import KNOWN_ISSUES_DIR, expected_repro, recorded_failure, recorded_spec
+from fuzz.registry.issue import installed_thunder
+from fuzz.registry.known_issues import KNOWN_ISSUES, known_issues_for
 
 
 @pytest.mark.parametrize("issue", KNOWN_ISSUES, ids=lambda issue: issue.id)
@@ -13,7 +14,7 @@ def test_known_issue_has_a_matching_spec_and_a_current_standalone_repro(issue):
     assert issue.applies(recorded_spec(issue.id))
     repro = (KNOWN_ISSUES_DIR / issue.id / "repro.py").read_text()
     assert "import fuzz" not in repro and "from fuzz" not in repro
-    assert repro == expected_repro(issue.id), "stale repro: run `python -m fuzz.known_issue_files`"
+    assert repro == expected_repro(issue.id), "stale repro: run `python -m fuzz.registry.files`"
 
 
 @pytest.mark.slow
@@ -30,7 +31,7 @@ def test_known_issue_is_as_its_version_record_expects_on_the_installed_thunder(i
 
 @pytest.mark.parametrize("issue", KNOWN_ISSUES, ids=lambda issue: issue.id)
 def test_taking_the_trigger_out_leaves_a_valid_network_the_issue_no_longer_matches(issue):
-    # What attributing a failure to the issue rests on (fuzz.campaign.Campaign._explained).
+    # What attributing a failure to the issue rests on (fuzz.campaign.engine.Campaign._explained).
     stripped = issue.without_trigger(recorded_spec(issue.id))
     assert issue not in known_issues_for(stripped)
     assert not stripped.layers or valid(stripped)

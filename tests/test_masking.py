@@ -10,14 +10,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fuzz.harness import check_spec
-from fuzz.known_issue_files import KNOWN_ISSUES_DIR, recorded_spec
-from fuzz.known_issue_signatures import read_entry
-from fuzz.known_issues import KNOWN_ISSUES
+from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
+from fuzz.judge.harness import check_spec
 from fuzz.model_builder import build_example
-from fuzz.parity import is_state
-from fuzz.runner import run_eager, run_reference
-from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
+from fuzz.registry.files import KNOWN_ISSUES_DIR, recorded_spec
+from fuzz.registry.known_issues import KNOWN_ISSUES
+from fuzz.registry.signatures import read_entry
+from fuzz.run.passes import is_state
+from fuzz.run.runner import run_eager, run_reference
 from tests.faults import replaced, scaled_gradient_in
 
 # Entry -> the torch op its bug is in. Faulted wherever thunder meets the op (in and outside checkpoints), so that

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from fuzz.harness import check_spec
-from fuzz.known_issues import KNOWN_ISSUES
-from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
+from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
+from fuzz.judge.harness import check_spec
+from fuzz.registry.known_issues import KNOWN_ISSUES
 from tests.campaign_runs import run_campaign
 
 _VIEW_UPDATE = {"view": "select", "update": "add_", "on": "product", "read": "base"}

@@ -8,12 +8,12 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
+from fuzz.generate.op_catalog import _build_catalog, catalog
+from fuzz.generate.spec import DTYPES, LayerSpec, NetSpec
+from fuzz.generate.sweep import sweep_specs
 from fuzz.model_builder import build_example, network_source
-from fuzz.op_catalog import _build_catalog, catalog
-from fuzz.runner import run_eager
-from fuzz.spec import DTYPES, LayerSpec, NetSpec
+from fuzz.run.runner import run_eager
 from fuzz.strategies import net_specs
-from fuzz.sweep import sweep_specs
 from tests.campaign_runs import run_campaign
 
 FAULT = "leaky-relu-slope-grad-x2"

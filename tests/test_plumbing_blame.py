@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.spec import NetSpec
+from fuzz.generate.spec import NetSpec
 from tests.campaign_runs import run_campaign
 
 

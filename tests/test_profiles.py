@@ -4,7 +4,7 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from fuzz.profiles import register_profiles, seed_generation
+from fuzz.campaign.profiles import register_profiles, seed_generation
 
 
 def test_profiles_ignore_the_current_profile_and_keep_the_database(tmp_path):

@@ -2,10 +2,10 @@
 
 import time
 
+from fuzz.generate.reduce import reduce_spec, with_plumbing
+from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.model_builder import network_source
-from fuzz.reduce import reduce_spec, with_plumbing
-from fuzz.report import blames
-from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
+from fuzz.report.failures import blames
 
 
 def _has_checkpointed_tanh(spec: NetSpec) -> bool:
@@ -81,7 +81,7 @@ def test_stops_when_its_time_is_up():
     assert time.monotonic() - started < 1.0 and 1 < len(partly.layers) < 7
 
 
-# Two op layers as the op sweep and the strategies write them (fuzz.op_catalog): abs of one adapted tensor, and
+# Two op layers as the op sweep and the strategies write them (fuzz.generate.op_catalog): abs of one adapted tensor, and
 # sub of two (a keyword argument is a tensor too).
 def _op(op: str, *tensors: dict, **kwargs) -> LayerSpec:
     params = {"op": op, "form": "function", "target": f"torch.{op}", "args": list(tensors), "kwargs": kwargs}

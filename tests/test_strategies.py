@@ -8,11 +8,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis.database import InMemoryExampleDatabase
 
-from fuzz.layers import LAYER_KINDS
+from fuzz.generate.layers import LAYER_KINDS
+from fuzz.generate.reduce import reduce_spec
+from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec, SpecError, validate
 from fuzz.model_builder import build_example
-from fuzz.reduce import reduce_spec
-from fuzz.runner import run_eager, run_reference
-from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec, SpecError, validate
+from fuzz.run.runner import run_eager, run_reference
 from fuzz.strategies import checkpoints_from_placements, net_specs
 
 _FAST = settings(max_examples=200, database=None, suppress_health_check=[HealthCheck.too_slow])
@@ -141,7 +141,7 @@ def test_checkpoint_options_are_resolved_to_what_each_api_accepts():
 @_FAST
 @given(net_specs(kinds=["linear", "dropout", "relu"]))
 def test_random_networks_never_use_checkpoint_sequential(spec):
-    # Dynamo never compiles it, so the network would draw eager's random stream (see fuzz.harness).
+    # Dynamo never compiles it, so the network would draw eager's random stream (see fuzz.judge.harness).
     assert not (spec.random and any(c.api == "sequential" for c in spec.checkpoints))
 
 
@@ -165,7 +165,7 @@ def test_every_drawn_spec_builds_and_runs_eagerly_with_and_without_its_checkpoin
     builds_and_runs()
 
 
-# The registry's order as of this test: kinds are only ever appended (fuzz/layers.py says why).
+# The registry's order as of this test: kinds are only ever appended (fuzz/generate/layers.py says why).
 _REGISTERED_ORDER = (
     "linear relu tanh sigmoid gelu gelu_tanh silu elu leaky_relu softplus hardswish hardtanh mish selu softsign "
     "logsigmoid layer_norm rms_norm mlp residual swiglu dropout attention transformer_block matmul gram "

@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from fuzz.config import CampaignConfig
-from fuzz.report import CampaignStats
-from fuzz.summary import ItemResults, build_summary, summary_lines
+from fuzz.campaign.config import CampaignConfig
+from fuzz.report.stats import CampaignStats
+from fuzz.report.summary import ItemResults, build_summary, summary_lines
 
 
 def _failure(identifier: str, message: str) -> dict:

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.known_issues import KNOWN_ISSUES, installed_thunder
-from fuzz.thunder_versions import PINNED, VersionError, available, is_nightly, nearest, resolve
-from fuzz.version_bisect import ERROR, NOT_REPRODUCED, REPRODUCES, Trial, bisect, version_record
+from fuzz.registry.issue import installed_thunder
+from fuzz.registry.known_issues import KNOWN_ISSUES
+from fuzz.versions.bisect import ERROR, NOT_REPRODUCED, REPRODUCES, Trial, bisect, version_record
+from fuzz.versions.thunder_versions import PINNED, VersionError, available, is_nightly, nearest, resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 CKPT_FUZZ = [sys.executable, "-m", "fuzz.cli"]
@@ -81,7 +82,7 @@ def test_a_record_names_where_the_issue_was_introduced_and_fixed_from_every_vers
 def test_an_entry_fixed_in_a_version_stops_being_expected_there(tmp_path, monkeypatch):
     issue = KNOWN_ISSUES[0]
     assert all(entry.expected_on(PINNED) for entry in KNOWN_ISSUES)  # every entry reproduces on the pinned release
-    monkeypatch.setattr("fuzz.known_issues.KNOWN_ISSUES_DIR", tmp_path)
+    monkeypatch.setattr("fuzz.registry.issue.KNOWN_ISSUES_DIR", tmp_path)
     (tmp_path / issue.id).mkdir()
     record = {"reproduces_on": ["0.2.6"], "introduced_in": "0.2.6", "fixed_in": "0.2.7"}
     (tmp_path / issue.id / "versions.json").write_text(json.dumps(record))
@@ -102,7 +103,10 @@ def test_an_unknown_thunder_version_is_a_one_line_error_before_anything_runs():
     (line,) = ran.stderr.strip().splitlines()
     assert "0.2.99" in line and "nearest available:" in line and not ran.stdout.strip()
     made = subprocess.run(
-        [sys.executable, "-m", "fuzz.thunder_versions", "use", "0.2.99"], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-m", "fuzz.versions.thunder_versions", "use", "0.2.99"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert made.returncode == 2 and "THUNDER=0.2.99" in made.stderr and "nearest available:" in made.stderr
 

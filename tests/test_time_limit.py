@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from fuzz.known_issue_files import recorded_spec
-from fuzz.oracle import ExampleTimeout
-from fuzz.report import repro_source
-from fuzz.runner import Deadline, time_limit
+from fuzz.judge.oracle import ExampleTimeout
+from fuzz.registry.files import recorded_spec
+from fuzz.report.repro import repro_source
+from fuzz.run.runner import Deadline, time_limit
 from tests.campaign_runs import ROOT
 from tests.faults import busy
 
@@ -54,7 +54,7 @@ def test_a_long_inductor_compile_outlives_the_hard_limit_but_not_twice():
     # In a child, as the watchdog of the hard limit (2 x 2 + 10 = 14 s) exits the process.
     script = (
         "import time\n"
-        "from fuzz.runner import Deadline, time_limit\n"
+        "from fuzz.run.runner import Deadline, time_limit\n"
         "from tests.test_time_limit import _as_if_in_module, busy\n"
         "for busy_s in (15, 60):\n"
         "    start = time.monotonic()\n"

@@ -10,16 +10,18 @@ import sys
 import pytest
 import torch
 
-import fuzz.runner
-from fuzz.campaign import Campaign
-from fuzz.config import CampaignConfig
-from fuzz.harness import check_spec
-from fuzz.known_issue_files import recorded_spec
-from fuzz.known_issues import known_issues_for
-from fuzz.oracle import AccuracyGap, GradientDivergence, HarnessError, ThunderCrash, judge
-from fuzz.parity import compare, float64_reference, forward_backward, fresh_input, mismatch, nudged_runs
-from fuzz.report import confirm, failure_id, write_failure
-from fuzz.spec import CheckpointSpec, LayerSpec, NetSpec
+import fuzz.run.runner
+from fuzz.campaign.config import CampaignConfig
+from fuzz.campaign.engine import Campaign
+from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
+from fuzz.judge.harness import check_spec
+from fuzz.judge.oracle import AccuracyGap, GradientDivergence, ThunderCrash, judge
+from fuzz.judge.parity import compare, mismatch
+from fuzz.registry.files import recorded_spec
+from fuzz.registry.known_issues import known_issues_for
+from fuzz.report.failures import confirm, failure_id, write_failure
+from fuzz.run.passes import float64_reference, forward_backward, fresh_input, nudged_runs
+from fuzz.run.runner import HarnessError
 from tests.campaign_runs import fault_everywhere
 from tests.faults import injected
 
@@ -139,8 +141,8 @@ def _tanh_in_a_checkpoint() -> dict:
 
 
 def test_an_exception_in_the_harness_code_on_the_thunder_path_is_a_harness_error(monkeypatch):
-    # A bug of ours in reading thunder's compile report (fuzz/runner.py), after thunder ran fine.
-    monkeypatch.setattr(fuzz.runner, "CompileReport", lambda: None)
+    # A bug of ours in reading thunder's compile report (fuzz/run/runner.py), after thunder ran fine.
+    monkeypatch.setattr(fuzz.run.runner, "CompileReport", lambda: None)
     with pytest.raises(
         HarnessError, match=r"the harness raised TypeError in _compile_report \(runner.py:\d+\)"
     ) as raised:

@@ -1,4 +1,5 @@
-"""The model-zoo family (`fuzz.zoo`): tiny transformers models with gradient checkpointing, as plain-data specs."""
+"""The model-zoo family (`fuzz.generate.zoo`): tiny transformers models with gradient checkpointing, as plain-data
+specs."""
 
 import json
 
@@ -7,14 +8,14 @@ import torch
 import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 
-from fuzz.architectures import ARCHITECTURES, ZooModel
-from fuzz.harness import check_spec
+from fuzz.generate.architectures import ARCHITECTURES, ZooModel
+from fuzz.generate.spec import NetSpec, SpecError
+from fuzz.generate.zoo import SEED_MODEL, zoo_spec, zoo_specs
+from fuzz.judge.harness import check_spec
+from fuzz.judge.oracle import GradientDivergence
 from fuzz.model_builder import build_example
-from fuzz.oracle import GradientDivergence
-from fuzz.report import repro_source
-from fuzz.runner import run_eager
-from fuzz.spec import NetSpec, SpecError
-from fuzz.zoo import SEED_MODEL, zoo_spec, zoo_specs
+from fuzz.report.repro import repro_source
+from fuzz.run.runner import run_eager
 from tests.campaign_runs import run_repro
 from tests.faults import injected, replaced, scaled_gradient_in
 
@@ -118,8 +119,8 @@ def test_without_checkpointing_the_same_fault_is_invisible():
 def test_the_self_consistency_check_tells_a_wrong_gradient_from_a_right_one():
     """The oracle of random models (docs/oracle.md): thunder's gradient against central differences of its own
     forward passes on a sound model and fails once thunder's SDPA gradient inside the checkpoints is doubled."""
-    from fuzz.harness import _self_consistent, _ThunderRuns
-    from fuzz.oracle import GradientDivergence
+    from fuzz.judge.harness import _self_consistent, _ThunderRuns
+    from fuzz.judge.oracle import GradientDivergence
 
     spec = zoo_spec(
         ZooModel("llama", heads=2, head_size=2, kv_heads=1, intermediate=4, attention="sdpa"), vocab=8, seq=3

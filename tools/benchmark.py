@@ -32,14 +32,14 @@ import torch
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from fuzz.campaign import Campaign
-from fuzz.config import CampaignConfig
+from fuzz.campaign.config import CampaignConfig
+from fuzz.campaign.engine import Campaign
 from fuzz.fix import use_converter
-from fuzz.layers import LAYER_KINDS
+from fuzz.generate.layers import LAYER_KINDS
+from fuzz.generate.spec import DTYPES, NetSpec
 from fuzz.model_builder import build_example
-from fuzz.parity import fresh_input
-from fuzz.runner import run_eager, run_reference
-from fuzz.spec import DTYPES, NetSpec
+from fuzz.run.passes import fresh_input
+from fuzz.run.runner import run_eager, run_reference
 
 _DETERMINISTIC_KINDS = tuple(name for name, kind in LAYER_KINDS.items() if not kind.random)
 

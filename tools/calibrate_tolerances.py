@@ -1,4 +1,5 @@
-"""Measure thunderfx's and eager's numerical error against float64, per dtype, to justify `fuzz.parity.TOLERANCES`.
+"""Measure thunderfx's and eager's numerical error against float64, per dtype, to justify
+`fuzz.judge.parity.TOLERANCES`.
 
     .venv/bin/python tools/calibrate_tolerances.py --examples 100 --dtypes bfloat16,float16,float32 --out calib.json
     [--device cuda]
@@ -6,7 +7,7 @@
 Draws deterministic networks (no random layers, no known issues) with the campaign's strategy,
 runs eager, the float64 reference and thunderfx, and records for every compared tensor the
 largest error of thunder and of eager against float64, their systematic scale factors
-(least-squares alpha, see `fuzz.parity`), the tensor's and the example's scale, and the
+(least-squares alpha, see `fuzz.judge.parity`), the tensor's and the example's scale, and the
 verdict of the current rule. Prints, per dtype, the quantiles the rule's constants rest on and
 how many tensors the rule rejects (each one a false alarm unless thunder is really wrong there).
 """
@@ -22,11 +23,11 @@ from pathlib import Path
 import torch
 from hypothesis import HealthCheck, given, settings
 
-from fuzz.harness import _run_thunder
-from fuzz.known_issues import known_issues_for
+from fuzz.judge.harness import _run_thunder
+from fuzz.judge.parity import _scale_factor, mismatch
 from fuzz.model_builder import build_example
-from fuzz.parity import _scale_factor, mismatch
-from fuzz.runner import run_eager, run_reference
+from fuzz.registry.known_issues import known_issues_for
+from fuzz.run.runner import run_eager, run_reference
 from fuzz.strategies import net_specs
 
 

@@ -44,8 +44,8 @@ def _versions(device: str) -> dict:
 
 
 def _seed_network(device: str) -> list[dict]:
-    from fuzz.decoder import checkpointing_thunderfx_spec
-    from fuzz.harness import check_spec
+    from fuzz.generate.decoder import checkpointing_thunderfx_spec
+    from fuzz.judge.harness import check_spec
 
     rows = []
     for converter in ("fixed", "stock"):

@@ -5,7 +5,7 @@
 Draws deterministic networks (no random layers, no known issues) with the campaign's strategy,
 keeps those thunder compiled completely and judged equal to eager, and then, on thunder's real
 gradients of a tensor inside a compiled checkpoint, injects each error kind and asks the oracle
-(`fuzz.oracle.judge`, with the float64 reference and the nudged-eager flip probe) again:
+(`fuzz.judge.oracle.judge`, with the float64 reference and the nudged-eager flip probe) again:
 
 - one element zeroed / one element x2: the element of largest magnitude of the largest gradient;
 - whole tensor x1.05 / x1.01: that whole gradient;
@@ -28,13 +28,13 @@ from pathlib import Path
 import torch
 from hypothesis import HealthCheck, assume, given, settings
 
-from fuzz.harness import _probe, _run_thunder
-from fuzz.known_issues import known_issues_for
+from fuzz.generate.spec import DTYPES, CheckpointSpec, LayerSpec, NetSpec
+from fuzz.judge.harness import _probe, _run_thunder
+from fuzz.judge.oracle import judge
+from fuzz.judge.parity import CLEAN_NOISE, _scale_factor, systematic_bound
 from fuzz.model_builder import build_example
-from fuzz.oracle import judge
-from fuzz.parity import CLEAN_NOISE, _scale_factor, systematic_bound
-from fuzz.runner import run_eager, run_reference
-from fuzz.spec import DTYPES, CheckpointSpec, LayerSpec, NetSpec
+from fuzz.registry.known_issues import known_issues_for
+from fuzz.run.runner import run_eager, run_reference
 from fuzz.strategies import net_specs
 
 SMALL_SCALE = 0.01  # a "small-scale" gradient's largest element, relative to the example's scale
@@ -140,7 +140,7 @@ def measure(spec: NetSpec) -> list[dict]:
 
 
 def _why_not(injected: torch.Tensor, eager: torch.Tensor, truth: torch.Tensor) -> dict[str, float]:
-    """For an undetected injection: its systematic shift and rule 3's bound on the tensor (fuzz.parity)."""
+    """For an undetected injection: its systematic shift and rule 3's bound on the tensor (fuzz.judge.parity)."""
     truth = truth.double()
     bound, _, _ = systematic_bound(eager.double(), truth, eager.dtype, measured=True)
     return {"shift": abs((_scale_factor(injected.double(), truth) or 1.0) - 1), "rule3_bound": bound}

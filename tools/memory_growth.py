@@ -16,8 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fuzz.campaign import Campaign
-from fuzz.config import CampaignConfig
+from fuzz.campaign.config import CampaignConfig
+from fuzz.campaign.engine import Campaign
 from fuzz.fix import use_converter
 from tools.benchmark import harness_pass
 

@@ -111,118 +111,31 @@ EXPECTED_ERROR = ''
 TIME_LIMIT_S = None
 
 
-"""The forward/backward run and the tensor comparison, shared by the harness and every repro.py.
+"""The passes of an example: its forward and backward (outputs, gradients and mutated state), the float64
+reference, the nudged copies of the oracle's probe and the copy one precision up.
 
-This module's source is copied verbatim into each repro.py, so the harness's verdict and the
-repro's exit code come from the same code. It must import nothing but torch.
+Shared by the harness and every repro.py: this module's source is copied verbatim into each repro (before
+`fuzz.judge.parity`'s), so the harness's verdict and the repro's exit code come from the same code. It must import
+nothing but torch.
 """
 
 import copy
-import math
-import re
 
 import torch
 
-# How far thunderfx may be from the truth, per dtype (docs/oracle.md has the measurements):
-# (rtol, atol, eager_factor, example_ulps, drift). "ref" is a float64 eager run of the same weights (eager itself
-# for float64 networks); eager's own error against it is the measure of how noisy a tensor is in this dtype.
-# 1. Elementwise: |thunder - ref| <= rtol |ref| + atol max|ref| + tiny + k noise [+ example_ulps eps S], all of the
-#    tensor's own but the last: noise is eager's error on this tensor (the largest of its error on the example and
-#    the median over the nudged copies of rule 2, each against its own truth; for a float64 network, a float32 copy's
-#    error scaled by the ratio of the epsilons), tiny the dtype's smallest normal number (the floor is relative:
-#    atol max|ref|). The example's scale S (the largest |ref| over the output and all gradients) enters only where
-#    the tensor is shown to be a cancellation (`cancelled`): its truth is all zero, or eager's own error on it is
-#    at least `CANCELLATION_EPS` eps of its scale. Measured: an attention key bias's gradient is exactly 0, computed
-#    as a sum of terms of order S (float16: eager 3e-5, thunder 2.7e-4); a float64 input gradient of scale 1.9e-7 in
-#    an example of scale 8.4, off by one ulp of S (its float32 copy is 5x its scale off). A clean tensor is judged
-#    by its own scale: a 20% error on a bfloat16 gradient of scale 3 fails beside a tensor of scale 100.
-#    rtol is ~1000 ulps for float32 (thunder reorders float ops: observed differences ~1 ulp),
-#    ~1 ulp for bfloat16/float16, 1e-9 for float64.
-# 2. In bfloat16/float16 only, a few elements (<= 1%, at least one) may break bound 1 by at most
-#    the tensor's own scale, and only where eager itself sits at a discontinuity: a one-ulp rounding
-#    difference flips a threshold (x > 0.5, relu at 0, a max between near-ties) and moves an element
-#    by the size of the jump. Measured: eager exact, thunder off by 10% of the tensor's scale on one
-#    element of a bfloat16 input gradient. The discontinuity is probed by eager runs on inputs and
-#    weights nudged by up to `NUDGE_ULPS` ulps (`nudged_runs`): an element is a flip when some nudged
-#    run moves it by at least `FLIP_SENSITIVITY` of thunder's deviation there.
-# 3. Systematic scale: alpha = <x, ref> / <ref, ref> (a gradient off by a constant factor has
-#    alpha = that factor), over the elements that are not flips. |alpha_thunder - 1| <= drift +
-#    max(eager_factor |alpha_eager - 1|, nudged drift) + eager_factor 3 noise / sqrt(n), noise being
-#    eager's relative error norm, n the number of elements, and the nudged drift the largest
-#    |alpha - 1| of eager on the nudged copies against their own truths (when probed), on
-#    tensors above the example's noise level (max|ref| >= sqrt(eps) S) and on any smaller tensor shown clean:
-#    against a float64 reference, eager computes it to within `CLEAN_NOISE` relative error (a gradient of scale
-#    0.002 in an example of scale 1, doubled); in a float64 network, the probe shows it is no cancellation.
-#    This catches a 1% error in a bfloat16 gradient of some dozens of elements, which is inside
-#    rounding noise elementwise.
-TOLERANCES = {
-    torch.float32: (1e-4, 1e-5, 10.0, 1.0, 1e-4),
-    torch.float64: (1e-9, 1e-10, 10.0, 1.0, 1e-9),
-    torch.bfloat16: (8e-3, 8e-3, 4.0, 1.0, 4e-3),
-    torch.float16: (1e-3, 1e-3, 4.0, 1.0, 1e-3),
-}
-# A tensor is a cancellation when eager's own error on it reaches this many ulps of its scale: its value is what is
-# left of terms some orders larger (a clean tensor's error is a few ulps).
-CANCELLATION_EPS = 64.0
-# Share of a low-precision tensor's elements allowed to flip at a threshold (rule 2).
-FLIP_SHARE = {torch.bfloat16: 0.01, torch.float16: 0.01}
-NUDGES, NUDGE_ULPS, FLIP_SENSITIVITY = 8, 2.0, 0.25
-CLEAN_NOISE = 0.1
-# Where a mismatch is only a matter of precision, thunderfx is right on the same network one precision
-# up (same values, wider dtype): then it is an accuracy gap, not a wrong result (`failure_class`).
-ONE_PRECISION_UP = {torch.bfloat16: torch.float32, torch.float16: torch.float32, torch.float32: torch.float64}
-# ... and only while each tensor's error is bounded (a bug in a bfloat16-only kernel is no rounding problem): its
-# relative error max|thunder - ref| / max|ref| within ACCURACY_RATIO x eager's (eager's taken as at least eps / 8:
-# eager can round exactly by luck) and within ACCURACY_EPS eps, and its systematic scale error |alpha - 1| within
-# ACCURACY_DRIFT_EPS eps. Measured on the registered gaps of thunder 0.2.6 (CPU, bfloat16, their specs on 6 seeds,
-# docs/oracle.md): gelu's output 0.063-0.136 (17-40x eager's, drift <= 0.035), attention's input and key gradients
-# 0.076 and 0.37 (drift 0.083), mish's embedding gradient drift 0.024; softmax's one element 30% off (drift 0.14) and
-# attention's 2.9 (drift 0.85) on other seeds are wrong results now, registered as divergences with their bands.
-ACCURACY_RATIO, ACCURACY_EPS, ACCURACY_DRIFT_EPS = 64.0, 20.0, 12.0
-
-
-class Mismatch(str):
-    """A one-line description of a tensor that does not match, carrying the sizes of the errors.
-
-    ``error``: max|actual - truth| / max|truth| (inf for a missing, misshapen or non-finite
-    tensor); ``eager_error``: eager's, against the same float64 truth (None without one); ``drift``:
-    the systematic scale error |alpha - 1| of actual against truth over all elements (inf where it has
-    no meaning, as for ``error``); ``eps``: the tensor's dtype's machine epsilon; ``state``: the tensor
-    is one the network mutates (`mutable_state`), not the output or a gradient; ``name``: the
-    tensor's, once `named`.
-    """
-
-    error: float
-    eager_error: float | None
-    drift: float
-    eps: float
-    state: bool
-    name: str
-
-    def __new__(cls, text, error=float("inf"), eager_error=None, drift=float("inf"), eps=0.0, state=False, name=""):
-        mismatch = super().__new__(cls, text)
-        mismatch.error, mismatch.eager_error, mismatch.drift, mismatch.eps = error, eager_error, drift, eps
-        mismatch.state, mismatch.name = state, name
-        return mismatch
-
-    def named(self, name, state=False):
-        """The same mismatch, its description headed by the tensor's name; ``state``: a mutated tensor's."""
-        return Mismatch(f"{name}: {self}", self.error, self.eager_error, self.drift, self.eps, state, name)
-
-    @property
-    def bounded(self):
-        """Whether it is small enough to be a matter of precision (see `ACCURACY_RATIO`), measured against float64."""
-        if self.eager_error is None:
-            return False
-        within_eager = self.error <= ACCURACY_RATIO * max(self.eager_error, self.eps / 8)
-        return within_eager and self.error <= ACCURACY_EPS * self.eps and self.drift <= ACCURACY_DRIFT_EPS * self.eps
-
-
+# The probe of rule 2: eager on this many copies of the example, each value moved by up to this many ulps.
+NUDGES = 8
+NUDGE_ULPS = 2.0
 # What a run may mutate in place (its input, the network's buffers) is recorded beside the gradients under
 # these suffixes (`mutable_state`). After backward it is judged against the state after forward: without
 # checkpoints a backward mutates nothing, while eager's checkpoint recomputation re-runs in-place updates
 # (BatchNorm's running statistics are updated twice, a documented PyTorch caveat) where thunder's does not.
-AFTER_FORWARD, AFTER_BACKWARD = " after forward", " after backward"
+AFTER_FORWARD = " after forward"
+
+
+AFTER_BACKWARD = " after backward"
+# The copy of an example one precision up (the same values in a wider dtype): see `fuzz.judge.parity.failure_class`.
+ONE_PRECISION_UP = {torch.bfloat16: torch.float32, torch.float16: torch.float32, torch.float32: torch.float64}
 _WRAPPED = "_checkpoint_wrapped_module."
 
 
@@ -270,12 +183,6 @@ def float64_reference(net, x, cotangent):
     net = copy.deepcopy(net).double()
     x = fresh_input(x.double()) if x.is_floating_point() else x
     return forward_backward(net, net, x, cotangent.double())
-
-
-def _scale_factor(x, ref):
-    """The least-squares factor alpha with x ~ alpha * ref (None for an all-zero ref)."""
-    norm2 = (ref * ref).sum().item()
-    return (x * ref).sum().item() / norm2 if norm2 > 0 else None
 
 
 def nudged_runs(net, x, cotangent, runs=NUDGES):
@@ -340,6 +247,129 @@ def _float64_rounding_sample(run, twin):
 
     (out, grads), (out32, grads32) = run, twin
     return (moved(out, out32), {name: moved(t, grads32.get(name)) for name, t in grads.items()}), run
+
+
+def one_precision_up(net, x, cotangent):
+    """Copies of an example in the next wider dtype (`ONE_PRECISION_UP`), holding exactly the same values."""
+    dtype = ONE_PRECISION_UP[cotangent.dtype]
+    net = copy.deepcopy(net).to(dtype)
+    x = fresh_input(x.to(dtype)) if x.is_floating_point() else x
+    return net, x, cotangent.to(dtype)
+
+
+"""The oracle's rules: each tensor of thunderfx's run against eager's and the float64 truth, and the failure class.
+
+Shared by the harness and every repro.py: this module's source is copied verbatim into each repro, after
+`fuzz.run.passes`'s and without its import of it, so the harness's verdict and the repro's exit code come from the
+same code. It must import nothing but torch and `fuzz.run.passes`.
+"""
+
+import copy
+import math
+import re
+
+import torch
+
+
+# How far thunderfx may be from the truth, per dtype (docs/oracle.md has the measurements):
+# (rtol, atol, eager_factor, example_ulps, drift). "ref" is a float64 eager run of the same weights (eager itself
+# for float64 networks); eager's own error against it is the measure of how noisy a tensor is in this dtype.
+# 1. Elementwise: |thunder - ref| <= rtol |ref| + atol max|ref| + tiny + k noise [+ example_ulps eps S], all of the
+#    tensor's own but the last: noise is eager's error on this tensor (the largest of its error on the example and
+#    the median over the nudged copies of rule 2, each against its own truth; for a float64 network, a float32 copy's
+#    error scaled by the ratio of the epsilons), tiny the dtype's smallest normal number (the floor is relative:
+#    atol max|ref|). The example's scale S (the largest |ref| over the output and all gradients) enters only where
+#    the tensor is shown to be a cancellation (`cancelled`): its truth is all zero, or eager's own error on it is
+#    at least `CANCELLATION_EPS` eps of its scale. Measured: an attention key bias's gradient is exactly 0, computed
+#    as a sum of terms of order S (float16: eager 3e-5, thunder 2.7e-4); a float64 input gradient of scale 1.9e-7 in
+#    an example of scale 8.4, off by one ulp of S (its float32 copy is 5x its scale off). A clean tensor is judged
+#    by its own scale: a 20% error on a bfloat16 gradient of scale 3 fails beside a tensor of scale 100.
+#    rtol is ~1000 ulps for float32 (thunder reorders float ops: observed differences ~1 ulp),
+#    ~1 ulp for bfloat16/float16, 1e-9 for float64.
+# 2. In bfloat16/float16 only, a few elements (<= 1%, at least one) may break bound 1 by at most
+#    the tensor's own scale, and only where eager itself sits at a discontinuity: a one-ulp rounding
+#    difference flips a threshold (x > 0.5, relu at 0, a max between near-ties) and moves an element
+#    by the size of the jump. Measured: eager exact, thunder off by 10% of the tensor's scale on one
+#    element of a bfloat16 input gradient. The discontinuity is probed by eager runs on inputs and
+#    weights nudged by up to `NUDGE_ULPS` ulps (`nudged_runs`): an element is a flip when some nudged
+#    run moves it by at least `FLIP_SENSITIVITY` of thunder's deviation there.
+# 3. Systematic scale: alpha = <x, ref> / <ref, ref> (a gradient off by a constant factor has
+#    alpha = that factor), over the elements that are not flips. |alpha_thunder - 1| <= drift +
+#    max(eager_factor |alpha_eager - 1|, nudged drift) + eager_factor 3 noise / sqrt(n), noise being
+#    eager's relative error norm, n the number of elements, and the nudged drift the largest
+#    |alpha - 1| of eager on the nudged copies against their own truths (when probed), on
+#    tensors above the example's noise level (max|ref| >= sqrt(eps) S) and on any smaller tensor shown clean:
+#    against a float64 reference, eager computes it to within `CLEAN_NOISE` relative error (a gradient of scale
+#    0.002 in an example of scale 1, doubled); in a float64 network, the probe shows it is no cancellation.
+#    This catches a 1% error in a bfloat16 gradient of some dozens of elements, which is inside
+#    rounding noise elementwise.
+TOLERANCES = {
+    torch.float32: (1e-4, 1e-5, 10.0, 1.0, 1e-4),
+    torch.float64: (1e-9, 1e-10, 10.0, 1.0, 1e-9),
+    torch.bfloat16: (8e-3, 8e-3, 4.0, 1.0, 4e-3),
+    torch.float16: (1e-3, 1e-3, 4.0, 1.0, 1e-3),
+}
+# A tensor is a cancellation when eager's own error on it reaches this many ulps of its scale: its value is what is
+# left of terms some orders larger (a clean tensor's error is a few ulps).
+CANCELLATION_EPS = 64.0
+# Share of a low-precision tensor's elements allowed to flip at a threshold (rule 2).
+FLIP_SHARE = {torch.bfloat16: 0.01, torch.float16: 0.01}
+FLIP_SENSITIVITY = 0.25
+CLEAN_NOISE = 0.1
+# Where a mismatch is only a matter of precision, thunderfx is right on the same network one precision
+# up (same values, wider dtype, `one_precision_up`): then it is an accuracy gap, not a wrong result
+# (`failure_class`) ... and only while each tensor's error is bounded (a bug in a bfloat16-only kernel is no rounding
+# problem): its
+# relative error max|thunder - ref| / max|ref| within ACCURACY_RATIO x eager's (eager's taken as at least eps / 8:
+# eager can round exactly by luck) and within ACCURACY_EPS eps, and its systematic scale error |alpha - 1| within
+# ACCURACY_DRIFT_EPS eps. Measured on the registered gaps of thunder 0.2.6 (CPU, bfloat16, their specs on 6 seeds,
+# docs/oracle.md): gelu's output 0.063-0.136 (17-40x eager's, drift <= 0.035), attention's input and key gradients
+# 0.076 and 0.37 (drift 0.083), mish's embedding gradient drift 0.024; softmax's one element 30% off (drift 0.14) and
+# attention's 2.9 (drift 0.85) on other seeds are wrong results now, registered as divergences with their bands.
+ACCURACY_RATIO, ACCURACY_EPS, ACCURACY_DRIFT_EPS = 64.0, 20.0, 12.0
+
+
+class Mismatch(str):
+    """A one-line description of a tensor that does not match, carrying the sizes of the errors.
+
+    ``error``: max|actual - truth| / max|truth| (inf for a missing, misshapen or non-finite
+    tensor); ``eager_error``: eager's, against the same float64 truth (None without one); ``drift``:
+    the systematic scale error |alpha - 1| of actual against truth over all elements (inf where it has
+    no meaning, as for ``error``); ``eps``: the tensor's dtype's machine epsilon; ``state``: the tensor
+    is one the network mutates (`mutable_state`), not the output or a gradient; ``name``: the
+    tensor's, once `named`.
+    """
+
+    error: float
+    eager_error: float | None
+    drift: float
+    eps: float
+    state: bool
+    name: str
+
+    def __new__(cls, text, error=float("inf"), eager_error=None, drift=float("inf"), eps=0.0, state=False, name=""):
+        mismatch = super().__new__(cls, text)
+        mismatch.error, mismatch.eager_error, mismatch.drift, mismatch.eps = error, eager_error, drift, eps
+        mismatch.state, mismatch.name = state, name
+        return mismatch
+
+    def named(self, name, state=False):
+        """The same mismatch, its description headed by the tensor's name; ``state``: a mutated tensor's."""
+        return Mismatch(f"{name}: {self}", self.error, self.eager_error, self.drift, self.eps, state, name)
+
+    @property
+    def bounded(self):
+        """Whether it is small enough to be a matter of precision (see `ACCURACY_RATIO`), measured against float64."""
+        if self.eager_error is None:
+            return False
+        within_eager = self.error <= ACCURACY_RATIO * max(self.eager_error, self.eps / 8)
+        return within_eager and self.error <= ACCURACY_EPS * self.eps and self.drift <= ACCURACY_DRIFT_EPS * self.eps
+
+
+def _scale_factor(x, ref):
+    """The least-squares factor alpha with x ~ alpha * ref (None for an all-zero ref)."""
+    norm2 = (ref * ref).sum().item()
+    return (x * ref).sum().item() / norm2 if norm2 > 0 else None
 
 
 def mismatch(actual, expected, reference=None, example_scale=0.0, sensitivity=None, nudged=()):
@@ -529,14 +559,6 @@ def compare(thunder_result, eager_result, reference_result=None, probe=None):
             thunder_result, eager_result, reference_result, _sensitivities(eager_result, probe())
         )
     return forward, gradients
-
-
-def one_precision_up(net, x, cotangent):
-    """Copies of an example in the next wider dtype (`ONE_PRECISION_UP`), holding exactly the same values."""
-    dtype = ONE_PRECISION_UP[cotangent.dtype]
-    net = copy.deepcopy(net).to(dtype)
-    x = fresh_input(x.to(dtype)) if x.is_floating_point() else x
-    return net, x, cotangent.to(dtype)
 
 
 def right_one_precision_up(thunder_run, net, x, cotangent, reference):

@@ -1,0 +1,306 @@
+"""A fuzz campaign's per-example bookkeeping, independent of pytest: run, judge, count, write failures.
+
+Its options: `fuzz.campaign.config`; its time budget: `fuzz.campaign.budget`; where its files go:
+`fuzz.report.run_folder`; what its
+summary says: `fuzz.report.summary`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from hypothesis import event, reject, target
+from hypothesis import strategies as st
+
+from fuzz.campaign.budget import ItemBudget
+from fuzz.campaign.config import CampaignConfig
+from fuzz.campaign.findings import Findings, note_resemblance
+from fuzz.generate.coverage import traits
+from fuzz.generate.spec import DTYPES, NetSpec
+from fuzz.generate.sweep import CI_SWEEP_CASES, sweep_specs
+from fuzz.judge.harness import check_spec
+from fuzz.judge.oracle import ExampleTimeout, ParityFailure
+from fuzz.judge.outcome import Outcome
+from fuzz.registry.issue import KnownIssue, explained_by, installed_thunder
+from fuzz.registry.known_issues import known_issues_for
+from fuzz.report.failures import spec_digest
+from fuzz.report.op_family import fallback_report, op_family_summary
+from fuzz.report.run_folder import RunFolder, write_atomically
+from fuzz.report.stats import CampaignStats, Confirmation, op_key
+from fuzz.report.summary import ItemResults, build_summary
+from fuzz.run.runner import interrupted, on_phase_change
+from fuzz.strategies import OP_KINDS, net_specs
+
+_STATS_EVERY_S = 10.0
+_REMEMBERED_OUTCOMES = 512  # per item; outcomes hold no tensors
+
+
+class Campaign(Findings):
+    """Bookkeeping of the examples one process runs, the budget for new ones (`fuzz.campaign.budget.ItemBudget`), and
+    failure artifacts."""
+
+    def __init__(self, config: CampaignConfig, workers: int = 1, worker: str = "main") -> None:
+        self.config = config
+        self.folder = RunFolder(config.run_dir)
+        self.worker = worker
+        self.stats = CampaignStats()
+        self.started = time.time()
+        self._stats_written = 0.0
+        self.budget = ItemBudget(config.minutes, workers, config.timeout_s)
+        self.budget.set_items(config.shards)
+        self._outcomes: dict[str, tuple[Outcome, bool]] = {}  # spec JSON -> outcome, reproduced a known issue
+        self._unshrunk: dict[str, Path] = {}
+        self._plumbing_reductions: dict[str, tuple[NetSpec, ParityFailure]] = {}  # see `_reduced`
+        self._confirmations: dict[Path, Confirmation] = {}  # a final failure's folder -> its confirmation
+        self.items = ItemResults()  # the controller's record of how each test item ended
+        self._progress_examples = 0  # examples of the last progress line
+        self.latest_problem: str | None = None  # why <root>/latest could not point at this run
+        self.summary_exit_status: int | None = None  # the exit status the written summary's result agrees with
+        on_phase_change(lambda phase: self.folder.mark_phase(self.worker, phase))
+
+    def start_item(self) -> None:
+        """A new test item (shard) starts: its share of the budget, nothing remembered from the last one."""
+        self.budget.start_item()
+        self._outcomes.clear()
+
+    def run_example(self, spec: NetSpec, limit_s: float | None = None) -> ParityFailure | None:
+        """The harness's whole path for one drawn spec inside a Hypothesis test: run, judge, count.
+
+        Returns the failure unless it is an expected one (a known issue it reproduced); rejects
+        (`hypothesis.reject`) a spec it does not run or that turned out invalid. ``limit_s``: the example's own
+        time limit (a slice of slow networks): a slow known issue it matches is then run under it, not skipped.
+        """
+        _stop_if_interrupted()
+        for trait in traits(spec):
+            event(trait)
+        known = known_issues_for(spec)
+        if limit_s is None and self._skipped_as_known(known):
+            event(f"skipped, known issue: {', '.join(issue.id for issue in known)}")
+            reject()
+        outcome, reproduced = self._outcome(spec, known, limit_s)
+        self.budget.count(outcome)
+        if not outcome.valid:
+            event(f"invalid: {outcome.invalid_reason}")
+            reject()
+        event("thunder compiled every checkpointed region" if outcome.compiled else "thunder fell back")
+        for index, layer in enumerate(spec.layers):  # the op family's coverage cells, as statistics
+            if "op" in layer.params and spec.checkpointed(index):
+                where = "a compiled checkpoint" if outcome.compiled else "a checkpoint thunder fell back on"
+                event(f"op {op_key(layer.params)} in {where}")
+        # (Hypothesis takes finite scores only: a non-finite error is the largest there is.)
+        score = outcome.discrepancy if math.isfinite(outcome.discrepancy) else sys.float_info.max
+        target(score, label="largest relative error of thunderfx")
+        if outcome.converters_disagree:
+            event("stock and fixed converters disagree")
+        if known:
+            event(f"known issue {'reproduced' if reproduced else 'did not reproduce'}: {known[0].id}")
+        return None if reproduced else outcome.failure
+
+    def _skipped_as_known(self, known: Sequence[KnownIssue]) -> bool:
+        """Whether a spec matching ``known`` issues is not run, counted as discarded: only where an issue's cost is the
+        problem (`KnownIssue.slow`: thunder takes minutes to fail). A spec a divergence or accuracy entry matches is
+        always run and judged: a new bug beside the known one must show."""
+        slow = [issue.id for issue in known if issue.slow]
+        self.stats.discarded += bool(slow)
+        self.stats.discarded_reasons.update(slow[:1])
+        return bool(slow)
+
+    def _outcome(
+        self, spec: NetSpec, known: Sequence[KnownIssue], limit_s: float | None = None
+    ) -> tuple[Outcome, bool]:
+        """``spec``'s outcome, counted, and whether it reproduced a known issue; from memory if the item ran it before.
+
+        Shrinking asks for the same network many times (choices that the spec does not depend
+        on, or that validation resets, differ); those repeats cost nothing. While the item
+        shrinks a failure, a network over the shrinking time limit is rejected, not reported.
+        """
+        key = spec.to_json()
+        if (seen := self._outcomes.get(key)) is not None:
+            self.stats.repeats += 1
+            return seen
+        timeout_s = self.budget.example_timeout_s()
+        # While shrinking, a time-out only rejects the step: no second run to confirm it.
+        shrinking = timeout_s != self.config.timeout_s
+        timeout_s = limit_s if limit_s and not shrinking else timeout_s
+        with self._in_flight(spec, timeout_s):
+            outcome = check_spec(
+                spec, converter=self.config.converter, timeout_s=timeout_s, rerun_timeouts=not (shrinking or limit_s)
+            )
+        if shrinking and isinstance(outcome.failure, ExampleTimeout):
+            outcome = replace(outcome, valid=False, invalid_reason="over the time limit while shrinking", failure=None)
+        reproduced = self.record(outcome, known)
+        if outcome.failure is not None:
+            _release_frames(outcome.failure)  # kept in memory: keep no tensors alive through its tracebacks
+            if not reproduced:
+                self.budget.failures.append(outcome)
+        if len(self._outcomes) >= _REMEMBERED_OUTCOMES:
+            del self._outcomes[next(iter(self._outcomes))]
+        self._outcomes[key] = outcome, reproduced
+        return outcome, reproduced
+
+    def _in_flight(self, spec: NetSpec, limit_s: float | None = None) -> contextlib.AbstractContextManager[None]:
+        """Record ``spec`` as the one this process is running under ``limit_s`` (default: the campaign's time limit),
+        for `record_worker_crash` should it die."""
+        return self.folder.running(self.worker, spec, limit_s or self.config.timeout_s)
+
+    @property
+    def op_kinds(self) -> tuple[str, ...]:
+        """The op family's kinds this campaign draws (`--fuzz-layers`)."""
+        return tuple(kind for kind in OP_KINDS if self.config.kinds is None or kind in self.config.kinds)
+
+    def specs(self, nested: bool = False) -> st.SearchStrategy[NetSpec]:
+        """The networks this campaign draws (its layer kinds, ops and dtypes, on its device); ``nested``: those of
+        the nested slice, whose checkpoints all nest (at least one)."""
+        drawn = net_specs(
+            device=self.config.device,
+            kinds=self.config.kinds,
+            dtypes=self.config.dtypes or DTYPES,
+            ops=self.config.ops,
+            nested=nested,
+        )
+        return drawn.filter(lambda spec: any(c.nested for c in spec.checkpoints)) if nested else drawn
+
+    def sweep_cases(self, shard: int) -> list[NetSpec]:
+        """Shard ``shard``'s part of the op sweep (`fuzz.generate.sweep`): a small slice under ``ci``, nothing under
+        replay."""
+        if self.config.profile == "replay" or not self.op_kinds:
+            return []
+        cases = sweep_specs(self.config.device, self.config.dtypes or DTYPES, self.op_kinds, self.config.ops)
+        if self.config.profile == "ci":
+            cases = cases[:: max(1, len(cases) // CI_SWEEP_CASES)][:CI_SWEEP_CASES]
+        return cases[shard :: self.config.shards]
+
+    def run_sweep_case(self, spec: NetSpec) -> ParityFailure | None:
+        """Run one sweep case under the full time limit, count it, and write its failure at once (no shrinking:
+        a sweep case is one op in one checkpoint already). Returns the failure, or None when it passed, was
+        not run (out of budget, or a known issue excluded) or reproduced a known issue."""
+        _stop_if_interrupted()
+        if self.budget.spent():
+            return None
+        known = known_issues_for(spec)
+        if self._skipped_as_known(known):
+            return None
+        with self._in_flight(spec):
+            outcome = check_spec(spec, converter=self.config.converter, timeout_s=self.config.timeout_s)
+        if self.record(outcome, known) or outcome.failure is None:  # passed, or a known issue reproduced
+            return None
+        _release_frames(outcome.failure)
+        self._reduce_and_write(spec, outcome.failure)
+        return outcome.failure
+
+    def record(self, outcome: Outcome, known: Sequence[KnownIssue] = ()) -> bool:
+        """Count ``outcome``; returns whether it reproduced a ``known`` issue its spec matches (an expected failure).
+
+        Expected failures are counted per issue, not as failures, and do not extend the budget.
+        """
+        expected = False
+        if known and outcome.valid:
+            matching = [issue for issue in known if issue.reproduced_by(outcome.failure, outcome.spec)]
+            expected = bool(matching) and self._explained(outcome.spec, matching)
+            if outcome.failure is not None and not expected:
+                self.stats.known_resembling_failures += note_resemblance(outcome.failure, outcome.spec, known)
+            self.stats.known_class_failures += bool(matching)
+            self.stats.known_explained_failures += expected
+            for issue in known:
+                self.stats.known_issues[issue.id][0 if expected else 1] += 1
+        self.stats.record(outcome, time.time() - self.started, expected=expected)
+        if outcome.converter_ab is not None:
+            self._record_converter_ab(outcome)
+        if time.monotonic() - self._stats_written > _STATS_EVERY_S:  # for the progress line and a killed worker
+            self.write_worker_stats()
+        return expected
+
+    def _explained(self, spec: NetSpec, issues: Sequence[KnownIssue]) -> bool:
+        """Whether known ``issues`` explain a failure of ``spec`` (`fuzz.registry.issue.explained_by`), the
+        stripped
+        network recorded as in flight while it runs."""
+        return explained_by(
+            spec, issues, self.config.converter, self.budget.example_timeout_s(), in_flight=self._in_flight
+        )
+
+    def _record_converter_ab(self, outcome: Outcome) -> None:
+        """Append the example's A/B record to the run's ``converter_ab.jsonl``."""
+        record = {"spec_sha1": spec_digest(outcome.spec), "dtype": outcome.spec.dtype, **outcome.converter_ab.to_dict()}
+        self.folder.append_ab_record(record)
+
+    def record_known_issue_check(self, issue: KnownIssue, outcome: Outcome) -> tuple[str, bool]:
+        """Count a re-test of ``issue``'s registered spec on the installed thunder; returns its verdict and whether
+        that is what the entry's version record expects (`KnownIssue.status`)."""
+        difference = issue.difference(outcome.failure, outcome.spec)
+        verdict, as_expected = issue.status(difference is None, installed_thunder())
+        if isinstance(outcome.failure, ExampleTimeout) and difference is not None:
+            verdict = f"inconclusive: {outcome.failure}"  # a time-out says nothing about whether it is fixed
+        elif difference is not None and not as_expected and outcome.failure is not None:
+            verdict = f"fails outside its recorded signature ({difference}): record it again if thunder changed it"
+        self.stats.known_issue_checks[issue.id] = verdict
+        return verdict, as_expected
+
+    def write_worker_stats(self) -> None:
+        """Write this process's counters to the run folder (for the summary, the progress line, a dead worker)."""
+        self.folder.write_worker_stats(self.worker, self.stats)
+        self._stats_written = time.monotonic()
+
+    def progress_line(self) -> str | None:
+        """One line on the campaign so far (all processes); None before any example and while no new one ran (the
+        campaign's shards are done while self-tests run on: no line repeating the same counts)."""
+        merged = self.folder.merged_stats()
+        if merged is None or merged.examples == self._progress_examples:
+            return None
+        self._progress_examples = merged.examples
+        wall = time.time() - self.started
+        failures = sum(merged.failing_examples.values())
+        return (
+            f"[fuzz {wall:.0f} s] {merged.examples} examples, {merged.examples / wall:.2f}/s, "
+            f"valid {merged.valid / merged.examples:.1%}, compiled {merged.compiled}/{merged.valid}, "
+            f"failing examples {failures}{f' {dict(merged.failing_examples)}' if failures else ''}"
+        )
+
+    def summary(self, exit_status: int = 0) -> dict[str, Any] | None:
+        """Merge every process's counters and the items' ends into the summary; write it to the run folder.
+
+        ``exit_status``: pytest's; the summary's ``result`` always agrees with it (see `ItemResults.result`).
+        None, and nothing written, when no campaign item ran (a run of the self-tests alone leaves no run folder).
+        """
+        merged = self.folder.merged_stats()
+        if merged is None and not self.items.campaign_items:
+            return None
+        summary = build_summary(self.config, merged or CampaignStats(), self.items, time.time() - self.started)
+        if self.op_kinds:
+            summary["op_family"] = op_family_summary(merged or CampaignStats(), self.op_kinds, self.config.ops)
+            self.config.run_dir.mkdir(parents=True, exist_ok=True)
+            write_atomically(self.config.run_dir / "op_fallbacks.txt", fallback_report(summary["op_family"]))
+        if interrupted():  # stopped by a signal, also one while the summary was built (they only mark the run now)
+            exit_status = 2
+        summary["result"] = self.items.result(exit_status, summary)
+        self.latest_problem = self.folder.write_summary(summary)
+        self.summary_exit_status = exit_status
+        return summary
+
+
+def _stop_if_interrupted() -> None:
+    """Raise KeyboardInterrupt once a signal marked the run interrupted: only the first signal raises, and thunder (a
+    fallback's ``except Exception``) or a finalizer can swallow it; the next example ends the run then."""
+    if interrupted():
+        raise KeyboardInterrupt("the run was stopped")
+
+
+def _release_frames(failure: BaseException) -> None:
+    """Clear the local variables of every frame in the tracebacks of ``failure`` and its causes.
+
+    Thunder's exceptions hold its interpreter's frames, and with them traces and tensors. The
+    tracebacks themselves (file and line, which Hypothesis tells bugs apart by) stay.
+    """
+    seen: set[int] = set()
+    error: BaseException | None = failure
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        traceback.clear_frames(error.__traceback__)
+        error = error.__cause__ or error.__context__

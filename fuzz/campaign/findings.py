@@ -1,0 +1,166 @@
+"""What a campaign does with a failure: reduce it, write its folder, list it, confirm it; and with a dead worker's
+network. Mixed into `fuzz.campaign.engine.Campaign`, whose config, run folder, statistics and in-flight record it
+uses."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from hypothesis.control import current_build_context
+
+from fuzz.generate.reduce import reduce_spec, valid, with_plumbing
+from fuzz.generate.spec import NetSpec
+from fuzz.judge.harness import check_spec
+from fuzz.judge.oracle import RESEMBLES, ParityFailure, WorkerCrash
+from fuzz.registry.issue import KnownIssue
+from fuzz.registry.known_issues import known_issues_for
+from fuzz.report.failures import confirm, failure_id, failure_record, spec_digest, write_failure
+from fuzz.report.repro import repro_source
+from fuzz.report.run_folder import DIED_OUTSIDE_THUNDER, REDUCING, UNSHRUNK, write_atomically
+from fuzz.report.stats import Confirmation
+from fuzz.report.summary import STOPPED_FIRST
+from fuzz.run.runner import THUNDER_PHASE, hard_limit
+
+# Wall-clock bound on the spec-level reduction of each final failure (each check compiles it twice: the network,
+# then its triage): measured on the new-kinds campaign, 50 checks took minutes per failure and a 2-minute budget
+# ran for 10 minutes with a dozen distinct failures.
+REDUCE_SECONDS = 60.0
+
+
+class Findings:
+    """The failure-writing half of `fuzz.campaign.engine.Campaign` (which sets the attributes it reads)."""
+
+    def record_worker_crash(self, worker: str) -> Path | str | None:
+        """The controller's part when xdist worker ``worker`` died: write the network it was running.
+
+        Returns the failure's directory when it died in thunder's phase (`fuzz.run.runner.in_phase`: a thunder finding);
+        a one-line account when it died in another phase (eager PyTorch, the float64 reference, the nudged copies,
+        our own steps: a harness error, never thunder's), its network written to ``died-outside-thunder/``; None
+        when it was not running an example.
+        """
+        if (running := self.folder.take_running(worker)) is None:
+            return None
+        spec, elapsed, phase, limit = running
+        if phase != THUNDER_PHASE:
+            path = self.config.run_dir / DIED_OUTSIDE_THUNDER / f"{spec_digest(spec)}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, spec.to_json() + "\n")
+            where = f"in phase {phase!r}" if phase else "in the harness's own steps"
+            return f"the worker process died {elapsed:.0f} s into a network {where}, outside thunder: {path}"
+        how = (
+            f"past the hard time limit ({hard_limit(limit):g} s): a hang the per-example limit could not stop"
+            if limit and elapsed >= hard_limit(limit)
+            else "a crash in native code (segfault, abort) or a kill from outside"
+        )
+        failure = WorkerCrash(f"the worker process died {elapsed:.0f} s into this network, inside thunder: {how}")
+        self.stats.failing_examples[failure.signature] += 1
+        directory = self._write_final_failure(spec, failure)
+        self.write_worker_stats()
+        return directory
+
+    def on_failure(self, spec: NetSpec, failure: ParityFailure) -> str:
+        """Write the failure's artifacts; returns its repro source.
+
+        Hypothesis's final replay of a shrunk failure goes to ``<artifacts>/<failure-id>/``. The
+        first failure of each class is also written at once to ``<artifacts>/unshrunk/`` so an
+        interrupted run keeps a repro; the final one replaces it.
+        """
+        if current_build_context().is_final:
+            spec, failure = self._reduce_and_write(spec, failure)
+        elif failure.signature not in self._unshrunk:
+            unshrunk = self._write_failure(self.config.run_dir / UNSHRUNK, spec, failure)
+            self._unshrunk[failure.signature] = unshrunk
+        return repro_source(spec, failure, self.config.converter, self.config.executors)
+
+    def _reduce_and_write(self, spec: NetSpec, failure: ParityFailure) -> tuple[NetSpec, ParityFailure]:
+        """Reduce a failure (`_reduced`) and write it (`_write_final_failure`); returns what was written.
+
+        On disk while it is reduced, in this process's own folder: should the worker die there, the summary lists it
+        (`RunFolder.written_failures`)."""
+        reducing = self._write_failure(
+            self.config.run_dir, spec, failure, f"{REDUCING}-{self.worker}-{failure_id(spec, failure)}"
+        )
+        try:
+            spec, failure = self._reduced(spec, failure)
+        except KeyboardInterrupt:  # the run is being stopped: keep the network as it came, unconfirmed
+            self._write_final_failure(spec, failure, confirming=False)
+            raise
+        finally:
+            shutil.rmtree(reducing, ignore_errors=True)
+        self._write_final_failure(spec, failure)
+        return spec, failure
+
+    def _write_final_failure(self, spec: NetSpec, failure: ParityFailure, confirming: bool = True) -> Path:
+        """Write a failure that is as small as it gets to its folder, list it in the summary, then confirm it in a
+        fresh interpreter (unless turned off, or not ``confirming``); returns the folder. Listed first: a run stopped
+        while confirming keeps it."""
+        directory = self._write_failure(self.config.run_dir, spec, failure)
+        unchecked = Confirmation(None, STOPPED_FIRST) if self.config.confirm else None
+        record = self.stats.record_final_failure(
+            failure_record(spec, failure, directory), time.time() - self.started, unchecked
+        )
+        if unshrunk := self._unshrunk.pop(failure.signature, None):
+            shutil.rmtree(unshrunk, ignore_errors=True)
+        if confirming and self.config.confirm:
+            # The same network again (another op whose plumbing fails alike, `_reduced`): confirmed once.
+            if (confirmation := self._confirmations.get(directory)) is None:
+                limit = hard_limit(self.config.timeout_s) if self.config.timeout_s else None
+                confirmation = self._confirmations[directory] = confirm(directory, failure, limit or 600.0)
+            self.stats.set_confirmation(record, confirmation)
+        return directory
+
+    def _write_failure(self, artifacts: Path, spec: NetSpec, failure: ParityFailure, name: str | None = None) -> Path:
+        return write_failure(artifacts, spec, failure, self.config.converter, name, executors=self.config.executors)
+
+    def _reduced(self, spec: NetSpec, failure: ParityFailure) -> tuple[NetSpec, ParityFailure]:
+        """``spec`` reduced further (see `fuzz.generate.reduce`) with the failure it still shows in the same class.
+
+        First its op layers' plumbing twins (`fuzz.generate.reduce.with_plumbing`): when the network fails alike with
+        every op
+        replaced by identity, the ops are not to blame, and a network whose plumbing failed so before (any op, this
+        process) reduces to what that one did, without reducing again: the op sweep under a plumbing bug makes one
+        failure, not one per op.
+        """
+        found: dict[int, ParityFailure] = {}
+
+        def still_fails(candidate: NetSpec) -> bool:
+            # One run per check, within the reduction's own bound: a slow thunder error path ends the check.
+            limit = min(self.config.timeout_s or REDUCE_SECONDS, REDUCE_SECONDS)
+            with self._in_flight(candidate, limit):  # a death inside thunder here is a finding of its own
+                outcome = check_spec(candidate, converter=self.config.converter, timeout_s=limit, rerun_timeouts=False)
+            same = outcome.failure is not None and outcome.failure.signature == failure.signature
+            if same:
+                found[id(candidate)] = outcome.failure
+            known = [issue for issue in known_issues_for(candidate) if issue.reproduced_by(outcome.failure, candidate)]
+            return same and not (known and self._explained(candidate, known))
+
+        twin, plumbing = with_plumbing(spec), None
+        if twin != spec and valid(twin) and still_fails(twin):
+            spec, failure = twin, found[id(twin)]
+            plumbing = failure_id(spec, failure)
+            if (earlier := self._plumbing_reductions.get(plumbing)) is not None:
+                return earlier
+        reduced = reduce_spec(spec, still_fails, max_seconds=REDUCE_SECONDS)
+        if (reduced_failure := found.get(id(reduced))) is not None:
+            note_resemblance(reduced_failure, reduced, known_issues_for(reduced))  # (a fresh run: noted again)
+        result = reduced, reduced_failure or failure
+        if plumbing is not None:
+            self._plumbing_reductions[plumbing] = result
+        return result
+
+
+def note_resemblance(failure: ParityFailure, spec: NetSpec, known: Sequence[KnownIssue]) -> bool:
+    """Add to a new ``failure`` of ``spec`` which ``known`` issues of its class the spec matches, and how it differs
+    from each (outside the band, other tensors, another crash: a new bug in a known bug's op shows as new, never
+    hidden); returns whether there was any."""
+    differences = [
+        f"{RESEMBLES}{issue.id}, but is not it: {difference}"
+        for issue in known
+        if failure.failure_class in issue.failure_classes
+        and (difference := issue.difference(failure, spec)) is not None
+    ]
+    failure.resembles = tuple(dict.fromkeys([*failure.resembles, *differences]))  # (a remembered failure: once)
+    return bool(differences)

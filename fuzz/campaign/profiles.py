@@ -1,0 +1,59 @@
+"""The Hypothesis profiles of the harness. Counts are per test item: the campaign has `--fuzz-shards` items."""
+
+from __future__ import annotations
+
+import random
+
+import hypothesis.core
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import ExampleDatabase
+
+PROFILES = ("ci", "dev", "nightly", "replay")
+
+
+def register_profiles(database: ExampleDatabase) -> None:
+    """Register ``ci``, ``dev``, ``nightly`` and ``replay``, all on ``database`` (see `fuzz.campaign.database`).
+
+    Each is built on Hypothesis's ``default`` profile, not on the current one: with the CI
+    environment variable set, the current one is Hypothesis's built-in ``ci`` profile, whose
+    ``derandomize=True`` would silently switch the database off in every profile built on it.
+    """
+    common = dict(
+        parent=settings.get_profile("default"),
+        deadline=None,  # the first call of every example compiles with thunder
+        # No explain phase: it re-runs the failure many times under a line tracer, which makes
+        # thunder's Python interpreter crawl (minutes) for a report our repro.py makes redundant.
+        phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink),
+        # large_base_example: our smallest network is one small layer; the check fires only when the
+        # campaign's budget ran out by the time Hypothesis tries it (every call then overruns), which
+        # happens after the database's examples are replayed, at whatever point the budget ends.
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.filter_too_much,
+            HealthCheck.data_too_large,
+            HealthCheck.large_base_example,
+        ],
+        print_blob=True,
+        report_multiple_bugs=True,
+    )
+    # ci: derandomized (Hypothesis then allows no database) and small.
+    settings.register_profile("ci", max_examples=4, derandomize=True, database=None, **common)
+    settings.register_profile("dev", max_examples=25, derandomize=False, database=database, **common)
+    # nightly: effectively unbounded; --fuzz-minutes sets the real budget.
+    settings.register_profile("nightly", max_examples=1_000_000, derandomize=False, database=database, **common)
+    # replay: only what the database holds, nothing new.
+    settings.register_profile(
+        "replay",
+        parent=settings(max_examples=1, database=database, **common),
+        phases=(Phase.explicit, Phase.reuse, Phase.shrink),
+    )
+
+
+def seed_generation(value: int) -> None:
+    """Make Hypothesis's generation for the next test reproducible from ``value``, keeping the database.
+
+    ``@seed`` (and ``--hypothesis-seed``) would turn the example database off; an unseeded test
+    draws its randomness from this thread-local Random instead (hypothesis 6.1xx internals,
+    guarded by tests/test_profiles.py).
+    """
+    hypothesis.core.threadlocal._hypothesis_global_random = random.Random(value)

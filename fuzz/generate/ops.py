@@ -1,0 +1,104 @@
+"""The op layer family: one call of a torch op thunder maps, recorded as literals, and the source it emits.
+
+An op layer's parameters are plain JSON (see docs/spec.md): the op's name in thunder's OpInfo
+database, the call form, the torch callable and the call's arguments as literals. Every float
+tensor argument is drawn from the layer's input by `adapt` (cut or padded to the argument's shape and
+mapped into the value range thunder's sample inputs use, so domain-restricted ops stay finite),
+integer and boolean tensors are literal values, and `fold` turns every floating output back
+into the input's shape. `adapt` and `fold` are copied verbatim into every network's source.
+
+That plumbing runs inside the op's checkpoint, under thunder, but it is not the op: an op layer's plumbing twin
+(`plumbing_params`, the ``op_plumbing`` kind) is the same layer with the op's call replaced by identity, its tensor
+arguments adapted and folded back exactly as before. A failure is blamed on an op only where its twin passes
+(`fuzz.generate.reduce`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+# Call forms, simplest first. The checkpoint converter rewrites call_function nodes only, so
+# `torch.op(t)`, `t.op()` and `nn.Op()(t)` are different code paths through it.
+FORMS = ("function", "method", "inplace", "module")
+FUNCTION_FORMS = FORMS[:3]
+
+
+# The functions of `fuzz.generate.blocks` that op layers' source calls (copied into every network that has op layers).
+HELPERS = ("adapt", "spread", "fold")
+
+
+def render(value: Any) -> str:
+    """Python source for one literal argument (the encoding `fuzz.generate.op_catalog` writes)."""
+    if isinstance(value, list):
+        return f"[{', '.join(render(v) for v in value)}]"
+    if isinstance(value, dict):
+        if "tensor" in value:
+            shape = tuple(value["tensor"])
+            if not value.get("grad", True):  # e.g. batch norm's running statistics: constants, no graph
+                return f"spread(x, {shape}, {value['low']!r}, {value['high']!r})"
+            return f"adapt(x, {shape}, {value['low']!r}, {value['high']!r}, {value['offset']})"
+        if "values" in value:
+            return f"torch.tensor({value['values']!r}, dtype=torch.{value['dtype']}, device=x.device)"
+        if "tuple" in value:
+            items = [render(v) for v in value["tuple"]]
+            return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
+        if "dtype" in value:
+            return f"torch.{value['dtype']}"
+        if "device" in value:
+            return "x.device"
+        if "slice" in value:
+            return f"slice({', '.join(render(v) for v in value['slice'])})"
+        if "float" in value:
+            return f"float({value['float']!r})"
+        raise ValueError(f"not an encoded literal: {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    return repr(value)
+
+
+def _arguments(args: list, kwargs: Mapping[str, Any]) -> str:
+    return ", ".join([*(render(a) for a in args), *(f"{k}={render(v)}" for k, v in kwargs.items())])
+
+
+def call_source(params: Mapping[str, Any], module: str = "") -> str:
+    """The expression of ``x`` an op layer computes; ``module``: the attribute holding a module-form layer."""
+    form, target, args, kwargs = params["form"], params["target"], params["args"], params["kwargs"]
+    if form == "function":
+        call = f"{target}({_arguments(args, kwargs)})"
+    elif form == "method":
+        call = f"{render(args[0])}.{target}({_arguments(args[1:], kwargs)})"
+    elif form == "inplace":  # on a fresh copy: the adapted input is saved by tanh's backward
+        call = f"{render(args[0])}.clone().{target}({_arguments(args[1:], kwargs)})"
+    else:
+        call = f"{module}({_arguments(args, {})})"
+    return f"fold({call}, x)"
+
+
+def _tensor_literals(value: Any) -> list[dict[str, Any]]:
+    """The encoded tensor arguments (adapted or spread, `render`) in ``value``, nested tuples and lists included."""
+    if isinstance(value, dict):
+        if "tensor" in value:
+            return [value]
+        return [t for item in value.get("tuple", ()) for t in _tensor_literals(item)]
+    if isinstance(value, list):
+        return [t for item in value for t in _tensor_literals(item)]
+    return []
+
+
+def plumbing_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The params of an op layer's plumbing twin: the op call's tensor arguments, in call order."""
+    return {"args": _tensor_literals([*params["args"], *params["kwargs"].values()])}
+
+
+def plumbing_source(params: Mapping[str, Any]) -> str:
+    """The expression of ``x`` an op layer computes with its op replaced by identity: its tensor arguments, adapted
+    (or spread) as the op received them, folded back into ``x``'s shape (``x`` itself when the op took none)."""
+    tensors = [render(t) for t in params["args"]]
+    return f"fold(({', '.join(tensors)},), x)" if tensors else "fold(x, x)"
+
+
+def module_source(params: Mapping[str, Any]) -> str:
+    """The constructor of a module-form op layer (its keyword arguments are the call's non-tensor arguments)."""
+    return f"{params['target']}({_arguments([], params['kwargs'])})"

@@ -1,0 +1,135 @@
+"""Greedy reduction of a failing spec after Hypothesis's shrinking, before its repro is written.
+
+Hypothesis's shrinker works on the choice sequence and can stop in a local minimum (a leading
+``linear(1 -> 1)`` that deleting its span alone does not remove, for one). This pass works on
+the spec itself: it tries replacing each op layer by its plumbing twin (the op replaced by identity,
+`fuzz.generate.ops.plumbing_params`), deleting each layer and each checkpoint, replacing a layer that has
+parameters (an MLP with a tanh inside, the plumbing twin) by a simpler parameter-free kind, and going back
+to the plain float input, float32 and the smallest batch, width and image, keeping a candidate when it
+is valid and still fails in the same class, until nothing more goes.
+
+The blame: every pass tries the plumbing twins first, past the check and time budget, so an op layer in a
+reduced spec is one whose twin passed in that very network: the op, not its plumbing, is what fails.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+from fuzz.generate import ops
+from fuzz.generate.layers import LAYER_KINDS
+from fuzz.generate.spec import LayerSpec, NetSpec, SpecError, validate
+
+
+def _without_layer(spec: NetSpec, index: int) -> NetSpec:
+    checkpoints = []
+    for ckpt in spec.checkpoints:
+        start = ckpt.start - (ckpt.start > index)
+        stop = ckpt.stop - (ckpt.stop > index)
+        if stop > start:
+            checkpoints.append(replace(ckpt, start=start, stop=stop, segments=min(ckpt.segments, stop - start)))
+    return replace(spec, layers=spec.layers[:index] + spec.layers[index + 1 :], checkpoints=checkpoints)
+
+
+def without_layers(spec: NetSpec, indexes: list[int]) -> NetSpec:
+    """``spec`` without the layers at ``indexes``, checkpoint spans shrunk (and dropped when emptied) to match."""
+    for index in sorted(indexes, reverse=True):
+        spec = _without_layer(spec, index)
+    return spec
+
+
+PLUMBING = "op_plumbing"
+
+
+def with_plumbing(spec: NetSpec, indexes: list[int] | None = None) -> NetSpec:
+    """``spec`` with the op layers at ``indexes`` (default: all of them) replaced by their plumbing twins."""
+    layers = [
+        LayerSpec(PLUMBING, ops.plumbing_params(layer.params), layer.frozen)
+        if "op" in layer.params and (indexes is None or index in indexes)
+        else layer
+        for index, layer in enumerate(spec.layers)
+    ]
+    return replace(spec, layers=layers)
+
+
+def without_randomness(spec: NetSpec) -> NetSpec | None:
+    """``spec`` with nothing random: its random layers deleted, a model's dropout 0; None when nothing valid is left."""
+    if spec.model is not None:
+        twin = replace(spec, model=replace(spec.model, dropout=0.0))
+    else:
+        twin = without_layers(spec, [i for i, layer in enumerate(spec.layers) if LAYER_KINDS[layer.kind].random])
+    return twin if (twin.layers or twin.model is not None) and valid(twin) else None
+
+
+def _blame_candidates(spec: NetSpec) -> Iterator[NetSpec]:
+    for index, layer in enumerate(spec.layers):
+        if "op" in layer.params:
+            yield with_plumbing(spec, [index])
+
+
+def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
+    for index in range(len(spec.layers)):
+        yield _without_layer(spec, index)
+    for index in range(len(spec.checkpoints)):
+        yield replace(spec, checkpoints=spec.checkpoints[:index] + spec.checkpoints[index + 1 :])
+    order = list(LAYER_KINDS)  # simplest first
+    for index, layer in enumerate(spec.layers):
+        # An op layer (fuzz.generate.ops) stays that op: it is what the failure is about.
+        if LAYER_KINDS[layer.kind].params and "op" not in layer.params:
+            for name in order[: order.index(layer.kind)]:
+                if not LAYER_KINDS[name].params:
+                    yield replace(spec, layers=[*spec.layers[:index], LayerSpec(name), *spec.layers[index + 1 :]])
+    # The plain input: float features that require grad, no embedding.
+    if spec.vocab is not None or not spec.input_requires_grad:
+        yield replace(spec, vocab=None, input_requires_grad=True)
+    if spec.dtype != "float32":
+        yield replace(spec, dtype="float32")
+    # The smallest sizes (the shrinker can stop at a width of 2 whose layer params its width-1 twin redraws),
+    # each layer's params fitted again to what then enters it.
+    for field, smallest in (("batch", 1), ("features", 1), ("spatial", spec.spatial and [1] * len(spec.spatial))):
+        if getattr(spec, field) != smallest:
+            yield _refitted(replace(spec, **{field: smallest}))
+
+
+def _refitted(spec: NetSpec) -> NetSpec:
+    """``spec`` with each layer's params fitted (`fuzz.generate.kind.LayerKind.fit`) to what enters it."""
+    incoming, layers = spec.incoming()[0], []
+    for layer in spec.layers:
+        kind = LAYER_KINDS[layer.kind]
+        layer = replace(layer, params=dict(kind.fit(layer.params, incoming)))
+        layers.append(layer)
+        incoming = kind.output(layer.params, incoming)
+    return replace(spec, layers=layers)
+
+
+def valid(spec: NetSpec) -> bool:
+    """Whether ``spec`` passes `validate`."""
+    try:
+        validate(spec)
+    except SpecError:
+        return False
+    return True
+
+
+def reduce_spec(
+    spec: NetSpec, still_fails: Callable[[NetSpec], bool], max_checks: int = 50, max_seconds: float | None = None
+) -> NetSpec:
+    """The smallest spec reachable from ``spec`` by deleting layers and checkpoints while ``still_fails``, within
+    ``max_checks`` calls of it and (when given) ``max_seconds``."""
+    checks, deadline = 0, None if max_seconds is None else time.monotonic() + max_seconds
+    progress = True
+    while progress:
+        progress, out_of_checks = False, checks >= max_checks  # (counted per pass)
+        blame = list(_blame_candidates(spec))
+        for candidate in [*blame, *_candidates(spec)]:
+            out_of_budget = out_of_checks or (deadline is not None and time.monotonic() > deadline)
+            if out_of_budget and not any(candidate is twin for twin in blame):
+                return spec
+            if len(candidate.layers) and valid(candidate):
+                checks += 1
+                if still_fails(candidate):
+                    spec, progress = candidate, True
+                    break
+    return spec

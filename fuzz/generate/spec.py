@@ -1,0 +1,349 @@
+"""`NetSpec`: a generated network as plain data, with a JSON round-trip and validation.
+
+A spec holds no torch objects. Everything needed to rebuild the network, its input and its
+cotangent bit for bit is in it (the seed included). The schema is documented in docs/spec.md.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fuzz.generate.architectures import ZooModel, model_problems
+from fuzz.generate.kind import Incoming
+from fuzz.generate.layers import LAYER_KINDS
+
+SPEC_VERSION = 1
+DTYPES = ("float32", "float64", "bfloat16", "float16")
+DEVICES = ("cpu", "cuda")
+# torch.utils.checkpoint.checkpoint; checkpoint_wrapper via apply_activation_checkpointing (one
+# module layer); torch.utils.checkpoint.checkpoint_sequential.
+CHECKPOINT_APIS = ("checkpoint", "wrapper", "sequential")
+DETERMINISM_CHECKS = ("default", "none")
+# Where autocast (to bfloat16) is on: nowhere, around the whole forward, inside each checkpointed function.
+AUTOCAST_REGIONS = (None, "forward", "checkpoints")
+# How the input and the backward cotangent are made: drawn from the seed, or all ones (token 1
+# for an embedding input; a cotangent of ones is `out.sum().backward()`), as thunder's
+# test_checkpointing_thunderfx does.
+INPUTS = ("random", "ones")
+
+
+class SpecError(ValueError):
+    """A spec that cannot describe a valid network; the message says what is wrong."""
+
+
+@dataclass
+class LayerSpec:
+    """One layer: its kind (a key of `fuzz.generate.layers.LAYER_KINDS`) and that kind's parameters."""
+
+    kind: str
+    params: dict[str, Any] = field(default_factory=dict)
+    frozen: bool = False
+
+
+@dataclass
+class CheckpointSpec:
+    """Layers ``start .. stop-1`` run inside one checkpoint, through ``api`` with these options.
+
+    ``selective``: a selective-checkpointing ``context_fn`` whose policy saves matmul outputs.
+    ``nested``: the body checkpoints layers ``start+1 .. stop-1`` again (all of them if one).
+    ``segments``: the ``segments`` argument of ``checkpoint_sequential``.
+    ``extra_args``: the checkpointed function also takes a float (positional) and a tensor
+    keyword argument, and applies ``x * scale + shift`` before its layers.
+    ``multi_output``: the checkpointed function returns ``(x, x.mean(-1, keepdim=True))`` and the
+    caller adds the two.
+    The last two exist for api "checkpoint" only.
+    """
+
+    start: int
+    stop: int
+    api: str = "checkpoint"
+    use_reentrant: bool = False
+    preserve_rng_state: bool = True
+    determinism_check: str = "default"
+    selective: bool = False
+    nested: bool = False
+    segments: int = 1
+    extra_args: bool = False
+    multi_output: bool = False
+
+
+@dataclass
+class NetSpec:
+    """A network: input ``(batch, [seq,] features)`` of ``dtype`` on ``device``, a layer stack, checkpoints.
+
+    With ``vocab`` set the input is instead integer tokens ``(batch, [seq])`` that an
+    ``nn.Embedding(vocab, features)`` turns into features before the first layer. With ``spatial``
+    set the input is an image ``(batch, features, *spatial)``: ``features`` channels, 1 to 3 spatial dims.
+    ``autocast``: one of `AUTOCAST_REGIONS` (float32 networks only); "checkpoints" needs a
+    checkpoint of api "checkpoint". ``inputs``: one of `INPUTS`.
+    With ``model`` set the network is that transformers model (`fuzz.generate.architectures`) on ``(batch, seq)``
+    tokens of ``vocab``, returning its logits: no layers, no checkpoints of ours, ``features`` its hidden size.
+    """
+
+    features: int
+    layers: list[LayerSpec]
+    checkpoints: list[CheckpointSpec] = field(default_factory=list)
+    batch: int = 1
+    seq: int | None = None
+    dtype: str = "float32"
+    device: str = "cpu"
+    seed: int = 0
+    input_requires_grad: bool = True
+    vocab: int | None = None
+    autocast: str | None = None
+    inputs: str = "random"
+    spatial: list[int] | None = None
+    model: ZooModel | None = None
+    version: int = SPEC_VERSION
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """Shape of the tensor entering the first layer (after the embedding, if any)."""
+        return self._shape(self.features, self.spatial)
+
+    def _shape(self, width: int, spatial: list[int] | tuple[int, ...] | None) -> tuple[int, ...]:
+        if spatial is not None:
+            return (self.batch, width, *spatial)
+        return (self.batch, width) if self.seq is None else (self.batch, self.seq, width)
+
+    def incoming(self) -> list[Incoming]:
+        """What enters each layer (batch, width, spatial sizes), then what the network outputs."""
+        shapes = [self._input()]
+        for layer in self.layers:
+            shapes.append(LAYER_KINDS[layer.kind].output(layer.params, shapes[-1]))
+        return shapes
+
+    def _input(self) -> Incoming:
+        spatial = None if self.spatial is None else tuple(self.spatial)
+        return Incoming(self.batch, self.features, spatial, self.dtype, self.device)
+
+    def widths(self) -> list[int]:
+        """The width (features or channels) entering each layer, then the width of the output."""
+        return [shape.width for shape in self.incoming()]
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        if self.model is not None:
+            return (self.batch, self.seq, self.vocab)
+        out = self.incoming()[-1]
+        return self._shape(out.width, out.spatial)
+
+    @property
+    def random(self) -> bool:
+        """Whether some layer draws random numbers (dropout in training mode)."""
+        if self.model is not None:
+            return self.model.dropout > 0
+        return any(LAYER_KINDS[layer.kind].random for layer in self.layers)
+
+    @property
+    def checkpoint_regions(self) -> int:
+        """How many checkpointed regions the network has: our checkpoints, or each layer of a checkpointed model."""
+        if self.model is not None:
+            return self.model.layers if self.model.checkpointing else 0
+        return len(self.checkpoints)
+
+    def checkpointed(self, index: int) -> bool:
+        """Whether layer ``index`` runs inside a checkpoint."""
+        return any(c.start <= index < c.stop for c in self.checkpoints)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> NetSpec:
+        """Build and validate a spec from parsed JSON; raises `SpecError` naming the offending field."""
+        if not isinstance(data, dict):
+            raise SpecError(f"a spec must be a JSON object, got {type(data).__name__}")
+        try:
+            spec = cls(
+                **{
+                    **data,
+                    "layers": [LayerSpec(**layer) for layer in data.get("layers", [])],
+                    "checkpoints": [CheckpointSpec(**c) for c in data.get("checkpoints", [])],
+                    "model": None if data.get("model") is None else ZooModel(**data["model"]),
+                }
+            )
+        except TypeError as error:
+            raise SpecError(f"malformed spec: {error}") from error
+        validate(spec)
+        return spec
+
+    @classmethod
+    def from_json(cls, text: str) -> NetSpec:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise SpecError(f"spec is not valid JSON: {error}") from error
+        return cls.from_dict(data)
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise SpecError(message)
+
+
+def _is_positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def input_update_allowed(index: int, checkpointed: bool, input_is_leaf_with_grad: bool) -> bool:
+    """Whether eager accepts an in-place update of layer ``index``'s own input: only of the network's input, outside
+    checkpoints, when it is not a leaf that requires grad (docs/oracle.md: what eager rejects)."""
+    return index == 0 and not checkpointed and not input_is_leaf_with_grad
+
+
+def _validate_model(spec: NetSpec) -> None:
+    for problem in model_problems(spec.model, spec.seq, spec.vocab):
+        raise SpecError(problem)
+    _require(not spec.layers and not spec.checkpoints, "a model spec has no layers or checkpoints of its own")
+    _require(spec.features == spec.model.hidden, f"features must be the model's hidden size {spec.model.hidden}")
+    _require(
+        not spec.input_requires_grad and spec.autocast is None and spec.spatial is None,
+        "a model spec takes tokens: input_requires_grad false, no autocast, no spatial",
+    )
+
+
+def validate(spec: NetSpec) -> None:
+    """Raise `SpecError` unless ``spec`` describes a network the builder can build and eager can run."""
+    _require(spec.version == SPEC_VERSION, f"spec version {spec.version!r} is not supported (expected {SPEC_VERSION})")
+    _require(spec.dtype in DTYPES, f"dtype {spec.dtype!r} is not one of {', '.join(DTYPES)}")
+    _require(spec.device in DEVICES, f"device {spec.device!r} is not one of {', '.join(DEVICES)}")
+    for name in ("features", "batch"):
+        _require(
+            _is_positive_int(getattr(spec, name)), f"{name} must be a positive integer, got {getattr(spec, name)!r}"
+        )
+    _require(
+        spec.seq is None or _is_positive_int(spec.seq), f"seq must be null or a positive integer, got {spec.seq!r}"
+    )
+    _require(isinstance(spec.seed, int) and spec.seed >= 0, f"seed must be a non-negative integer, got {spec.seed!r}")
+    _require(spec.vocab is None or _is_positive_int(spec.vocab), f"vocab must be null or >= 1, got {spec.vocab!r}")
+    _require(isinstance(spec.input_requires_grad, bool), "input_requires_grad must be true or false")
+    _require(spec.inputs in INPUTS, f"inputs {spec.inputs!r} is not one of {', '.join(INPUTS)}")
+    _require(
+        spec.inputs != "ones" or spec.vocab is None or spec.vocab >= 2,
+        "inputs 'ones' feeds token 1: vocab must be at least 2",
+    )
+    if spec.model is not None:
+        _validate_model(spec)
+        return
+    _require(len(spec.layers) >= 1, "a spec needs at least one layer")
+    _require(
+        spec.spatial is None
+        or (isinstance(spec.spatial, list) and 1 <= len(spec.spatial) <= 3)
+        and all(map(_is_positive_int, spec.spatial)),
+        f"spatial must be null or a list of 1 to 3 positive integers, got {spec.spatial!r}",
+    )
+    _require(
+        spec.spatial is None or (spec.seq is None and spec.vocab is None),
+        "an image input (spatial) takes neither seq nor vocab",
+    )
+    incoming = spec._input()
+    for index, layer in enumerate(spec.layers):
+        kind, width = LAYER_KINDS.get(layer.kind), incoming.width
+        _require(kind is not None, f"layers[{index}]: unknown kind {layer.kind!r}; known: {', '.join(LAYER_KINDS)}")
+        _require(
+            kind.takes(incoming),
+            f"layers[{index}] ({layer.kind}): a {kind.layout} layer cannot take an input of shape "
+            f"{spec._shape(width, incoming.spatial)} (images need 'spatial'; see docs/spec.md)",
+        )
+        expected = {p.name for p in kind.params}
+        _require(
+            set(layer.params) == expected,
+            f"layers[{index}] ({layer.kind}): params must be exactly {sorted(expected)}, got {sorted(layer.params)}",
+        )
+        for param in kind.params:
+            value = layer.params[param.name]
+            _require(
+                param.is_valid(value, width),
+                f"layers[{index}] ({layer.kind}): invalid {param.name}={value!r} for input width {width}",
+            )
+        fitted = dict(kind.fit(layer.params, incoming))
+        _require(
+            fitted == layer.params,
+            f"layers[{index}] ({layer.kind}): params {layer.params} do not fit an input of shape "
+            f"{spec._shape(width, incoming.spatial)}; fitted they would be {fitted}",
+        )
+        _require(
+            layer.frozen is False or (layer.frozen is True and kind.trainable(layer.params)),
+            f"layers[{index}] ({layer.kind}): frozen must be false for a layer without parameters",
+        )
+        _require(
+            not kind.mutates_input
+            or input_update_allowed(index, spec.checkpointed(index), spec.input_requires_grad and spec.vocab is None),
+            f"layers[{index}] ({layer.kind}): only the first layer, outside checkpoints, of a network whose input "
+            "needs no grad may update its input in place (eager rejects the rest: see docs/oracle.md)",
+        )
+        incoming = kind.output(layer.params, incoming)
+    trainable = any(not layer.frozen and LAYER_KINDS[layer.kind].trainable(layer.params) for layer in spec.layers)
+    _require(
+        trainable or spec.input_requires_grad or spec.vocab is not None,
+        "nothing requires grad: unfreeze a layer with parameters or let the input require grad",
+    )
+    _require(spec.autocast in AUTOCAST_REGIONS, f"autocast {spec.autocast!r} is not one of {AUTOCAST_REGIONS}")
+    _require(
+        spec.autocast is None or spec.dtype == "float32",
+        f"autocast needs a float32 network, got {spec.dtype} (CPU autocast rejects casting other dtypes)",
+    )
+    _require(
+        spec.autocast != "checkpoints" or any(c.api == "checkpoint" for c in spec.checkpoints),
+        "autocast 'checkpoints' needs a checkpoint of api 'checkpoint'",
+    )
+    previous_stop = 0
+    for index, ckpt in enumerate(spec.checkpoints):
+        _require(
+            isinstance(ckpt.start, int)
+            and isinstance(ckpt.stop, int)
+            and 0 <= ckpt.start < ckpt.stop <= len(spec.layers),
+            f"checkpoints[{index}]: segment [{ckpt.start}, {ckpt.stop}) is not inside the {len(spec.layers)} layers",
+        )
+        _require(
+            ckpt.start >= previous_stop,
+            f"checkpoints[{index}]: segment [{ckpt.start}, {ckpt.stop}) overlaps or precedes the one before; "
+            "list segments in layer order without overlap",
+        )
+        _require(ckpt.api in CHECKPOINT_APIS, f"checkpoints[{index}]: api {ckpt.api!r} is not one of {CHECKPOINT_APIS}")
+        for flag in ("use_reentrant", "preserve_rng_state", "selective", "nested", "extra_args", "multi_output"):
+            _require(isinstance(getattr(ckpt, flag), bool), f"checkpoints[{index}]: {flag} must be true or false")
+        _require(
+            ckpt.determinism_check in DETERMINISM_CHECKS,
+            f"checkpoints[{index}]: determinism_check {ckpt.determinism_check!r} is not one of {DETERMINISM_CHECKS}",
+        )
+        _require(
+            _is_positive_int(ckpt.segments) and ckpt.segments <= ckpt.stop - ckpt.start,
+            f"checkpoints[{index}]: segments must be 1..{ckpt.stop - ckpt.start}, got {ckpt.segments!r}",
+        )
+        _require(
+            not (
+                ckpt.selective and any(LAYER_KINDS[layer.kind].inplace for layer in spec.layers[ckpt.start : ckpt.stop])
+            ),
+            f"checkpoints[{index}]: selective checkpointing cannot hold in-place layers (eager rejects them)",
+        )
+        _require(
+            not (ckpt.use_reentrant and (ckpt.selective or ckpt.determinism_check != "default")),
+            f"checkpoints[{index}]: use_reentrant=True takes neither selective nor determinism_check",
+        )
+        _require(
+            ckpt.api == "checkpoint" or not (ckpt.extra_args or ckpt.multi_output),
+            f"checkpoints[{index}]: extra_args and multi_output need api 'checkpoint'",
+        )
+        _require(
+            not (ckpt.use_reentrant and ckpt.extra_args),
+            f"checkpoints[{index}]: use_reentrant=True takes no keyword arguments (extra_args)",
+        )
+        _require(
+            ckpt.preserve_rng_state
+            or not any(LAYER_KINDS[layer.kind].random for layer in spec.layers[ckpt.start : ckpt.stop]),
+            f"checkpoints[{index}]: preserve_rng_state=False with a random layer inside makes eager's own "
+            "gradient inconsistent with its forward",
+        )
+        if ckpt.api == "wrapper":
+            _require(
+                ckpt.stop - ckpt.start == 1 and not LAYER_KINDS[spec.layers[ckpt.start].kind].functional,
+                f"checkpoints[{index}]: api 'wrapper' wraps exactly one module layer",
+            )
+        previous_stop = ckpt.stop

@@ -1,0 +1,317 @@
+"""One example end to end: spec -> build -> eager and thunderfx runs -> verdict."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+import fuzz.fix
+from fuzz.fix import use_converter
+from fuzz.generate.reduce import without_randomness
+from fuzz.generate.spec import NetSpec
+from fuzz.judge.oracle import (
+    CheckpointSpecific,
+    EagerInconsistent,
+    ExampleTimeout,
+    ForwardDivergence,
+    GradientDivergence,
+    ParityFailure,
+    StateDivergence,
+    ThunderCrash,
+    ThunderGeneral,
+    Triage,
+    judge,
+    with_triage,
+)
+from fuzz.judge.outcome import (
+    ConverterComparison,
+    Outcome,
+    compiled_everything,
+    max_difference,
+    relative_error,
+    verdict_of,
+)
+from fuzz.judge.parity import Mismatch, right_one_precision_up
+from fuzz.model_builder import Example, build_example
+from fuzz.run.passes import finite, nudged_runs
+from fuzz.run.runner import (
+    CompileReport,
+    Deadline,
+    HarnessError,
+    TimeLimit,
+    in_phase,
+    interrupted,
+    ours,
+    run_eager,
+    run_reference,
+    run_thunderfx,
+    run_thunderfx_self_consistency,
+    time_limit,
+)
+
+DEFAULT_TIMEOUT_S = 120.0
+
+
+def _non_finite_part(result: tuple, eager: tuple) -> tuple[tuple, tuple]:
+    """``result`` and ``eager`` cut down to the tensors where ``result`` is not finite (the output kept as eager's
+    where it is finite): what `judge` then reports is only that."""
+    (output, grads), (eager_output, eager_grads) = result, eager
+    names = [name for name, t in grads.items() if t is not None and not bool(torch.isfinite(t).all())]
+    output = output if not bool(torch.isfinite(output).all()) else eager_output
+    return (output, {n: grads[n] for n in names}), (eager_output, {n: eager_grads[n] for n in names})
+
+
+ThunderRun = tuple[tuple | None, CompileReport | None, ParityFailure | None]
+
+# Our code that thunder calls while it compiles: the fix's wrapper around its converter. (The
+# network's code, fuzz/generate/layers.py and the like, is not ours here: thunder interprets it, and a torch
+# op that rejects thunder's proxies raises from the network's frame. The harness's steps around
+# thunder's run raise `HarnessError` themselves: `fuzz.run.runner.ours`.)
+_OUR_CODE_IN_THUNDER = Path(fuzz.fix.__file__)
+
+
+def _raised_by_our_code_in_thunder(error: BaseException) -> traceback.FrameSummary | None:
+    """The frame of ours that raised ``error`` while thunder ran (see `_OUR_CODE_IN_THUNDER`), or None."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return frames[-1] if frames and Path(frames[-1].filename) == _OUR_CODE_IN_THUNDER else None
+
+
+def _drop_inductor_code_caches() -> None:
+    """Forget inductor's in-memory compiled code after a time-out.
+
+    A limit that ran out inside inductor (after the alarm's grace, `fuzz.run.runner.time_limit`) leaves its C++ build
+    thread running; our next dynamo reset clears the timing dict that thread writes to, and the build's
+    ``KeyError: 'compile_file'`` stays in the code cache: every later network using that kernel "crashed" (seen on
+    a loaded machine in the dead-worker self-test, as a thunder-crash no fresh interpreter reproduced).
+    """
+    import torch._inductor.utils
+
+    torch._inductor.utils.clear_caches()
+
+
+def _run_thunder(example, converter: str, timeout_s: float | None, run=run_thunderfx) -> ThunderRun:
+    limit = TimeLimit(timeout_s)
+    try:
+        with use_converter(converter), time_limit(timeout_s) as limit:
+            result, report = run(example)
+    except Deadline:
+        _drop_inductor_code_caches()
+        return None, None, ExampleTimeout.after(timeout_s)
+    except HarnessError:
+        raise
+    except Exception as error:
+        if interrupted():  # the run is being stopped; thunder's interpreter wrapped the KeyboardInterrupt
+            raise KeyboardInterrupt("interrupted while thunder ran") from error
+        if limit.expired:  # thunder's interpreter re-raised our Deadline as an error of its own
+            _drop_inductor_code_caches()
+            return None, None, ExampleTimeout.after(timeout_s)
+        if frame := _raised_by_our_code_in_thunder(error):
+            raise HarnessError.of(error, frame.name) from error
+        return None, None, ThunderCrash.of(error)
+    return result, report, None
+
+
+@dataclass
+class _ThunderRuns:
+    """Runs thunderfx under the per-example limit; with ``rerun_timeouts`` a run over it is run once more.
+
+    A time-out counts only when the second run in this process is over the limit too: the first
+    may have paid the process's one-off costs (measured: inductor's first compile of thunderfx's
+    fallback, imports and pattern set-up included, 8-17 s on a network that then takes 1 s) or a
+    burst of load from other processes. A real hang hangs twice.
+    """
+
+    timeout_s: float | None
+    rerun_timeouts: bool
+    reruns: int = 0
+
+    def __call__(self, example, converter: str, run=run_thunderfx) -> ThunderRun:
+        result = _run_thunder(example, converter, self.timeout_s, run)
+        if self.rerun_timeouts and isinstance(result[2], ExampleTimeout):
+            self.reruns += 1
+            result = _run_thunder(example, converter, self.timeout_s, run)
+        return result
+
+
+def _probe(example: Example):
+    """The nudged eager runs of ``example`` (see `fuzz.run.passes.nudged_runs`), computed when called."""
+
+    def probe():
+        with in_phase("nudged"):
+            return ours(nudged_runs, example.net, example.input, example.cotangent)
+
+    return probe
+
+
+def _right_one_precision_up(example: Example, thunder: _ThunderRuns, converter: str, reference: tuple):
+    """Whether thunderfx is right on ``example`` in the next wider dtype, computed when called (`fuzz.judge.parity`)."""
+
+    def thunder_run(net, x, cotangent):
+        return thunder(Example(net, x, cotangent), converter)[0]
+
+    def right():
+        with in_phase("eager"):  # its thunderfx run marks itself
+            return ours(right_one_precision_up, thunder_run, example.net, example.input, example.cotangent, reference)
+
+    return right
+
+
+def _triage(spec: NetSpec, eager: tuple, reference: tuple | None, thunder: _ThunderRuns) -> Triage:
+    """Whether a failure of ``spec`` needs its checkpoints: run eager and thunderfx on its ``PlainNet``.
+
+    Only failures pay for this (a second compile), shrinking steps that fail included.
+    """
+    if not spec.checkpoint_regions:
+        return ThunderGeneral("the network has no checkpoints")
+    plain = build_example(spec, checkpointing=False)
+    eager_plain = run_eager(plain)
+    if (difference := judge(eager_plain, eager)) is not None:
+        return EagerInconsistent(f"eager with vs without checkpoints: {difference}")
+    result, _, failure = thunder(plain, "stock")
+    if (failure := failure or judge(result, eager_plain, reference, probe=_probe(plain))) is not None:
+        return ThunderGeneral(f"thunderfx without checkpoints fails too: {failure.failure_class}")
+    return CheckpointSpecific("thunderfx of the same network without checkpoints matches eager")
+
+
+def _without_randomness(
+    spec: NetSpec, converter: str, timeout_s: float | None, rerun_timeouts: bool
+) -> ParityFailure | None:
+    """A random network's failure when its network without random numbers (`fuzz.generate.reduce.without_randomness`)
+    fails
+    too, judged as every deterministic network is (against eager, in its own dtype, probed, triaged): what it
+    then finds, forward divergences and one dtype's bugs included, is the network's failure, not two random streams.
+    None when that network passes or is not valid."""
+    twin = without_randomness(spec)
+    if twin is None:
+        return None
+    outcome = check_spec(twin, converter=converter, timeout_s=timeout_s, rerun_timeouts=rerun_timeouts)
+    if outcome.failure is None or isinstance(outcome.failure, ExampleTimeout):  # (a time-out: no verdict)
+        return None
+    outcome.failure.args = (f"without its random layers: {outcome.failure}",)
+    return outcome.failure
+
+
+# Central differences in float64 with a step of 1e-6 agree with the gradient to ~1e-8 relative on the models of the
+# zoo (GPT-2, 2 layers, dropout 0.1: eager 9.7e-9, thunderfx 1.4e-8); a mask redrawn in backward is off by O(1).
+SELF_CONSISTENCY_RTOL = 1e-5
+_SELF = "self-consistency"  # the name of its one measured number
+
+
+def _self_consistent(spec: NetSpec, thunder: _ThunderRuns, converter: str) -> bool | ParityFailure | str:
+    """For a random model whose checkpoints changed thunder's result: is thunder's gradient (float64, checkpointed)
+    the derivative of its own forward? True: yes, the checkpoints only changed which random numbers were drawn (two
+    streams, no wrong gradient); a `GradientDivergence` when not; why, when the check itself could not run."""
+    twin = build_example(replace(spec, dtype="float64"))
+    result, _, failure = thunder(twin, converter, run=run_thunderfx_self_consistency)
+    if failure is not None:
+        return f"{failure.failure_class}: {str(failure).splitlines()[0] if str(failure) else ''}"
+    analytic, numeric, loss = result
+    # Rounding of the central difference: ~eps(float64) x |L| / step = 2e-10 |L|; 1e-9 |L| keeps a tiny
+    # directional derivative of a large loss from failing on rounding alone.
+    if abs(analytic - numeric) <= SELF_CONSISTENCY_RTOL * max(abs(numeric), abs(analytic)) + 1e-9 * abs(loss):
+        return True
+    failure = GradientDivergence(
+        f"thunderfx's gradient (float64, with checkpoints) is not the derivative of its own forward, whose random "
+        f"masks it redraws alike: gradient . v = {analytic:.8g}, central difference {numeric:.8g}"
+    )
+    # Its numbers, as a known issue's band reads them (`fuzz.registry.signatures`): one "tensor", gradient . v.
+    error = abs(analytic - numeric) / max(abs(numeric), abs(analytic))
+    drift = abs(analytic / numeric - 1) if numeric else float("inf")
+    failure.mismatches = (Mismatch(str(failure), error, None, drift, torch.finfo(torch.float64).eps, name=_SELF),)
+    return failure
+
+
+def check_spec(
+    spec: NetSpec,
+    *,
+    converter: str = "fixed",
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    rerun_timeouts: bool = True,
+) -> Outcome:
+    """Run ``spec`` eagerly and under thunderfx with ``converter`` ("fixed", "stock" or "both") and judge.
+
+    A network with random layers is judged against thunderfx of its ``PlainNet`` (no checkpoints,
+    same seed) instead of eager: eager and thunder draw different random streams, while
+    checkpointing must not change what thunder computes (docs/oracle.md says why this is sound).
+    With "both", the verdict is the fixed converter's and ``converter_ab`` compares the stock
+    converter's verdict, output and gradients with it.
+    A thunderfx run over ``timeout_s`` is run once more before it counts, unless not ``rerun_timeouts``.
+    An eager failure is a bug of the harness (specs are valid by construction) and propagates.
+    """
+    start = time.perf_counter()
+    thunder = _ThunderRuns(timeout_s, rerun_timeouts)
+
+    def invalid(reason: str) -> Outcome:
+        seconds = time.perf_counter() - start
+        return Outcome(spec, valid=False, invalid_reason=reason, seconds=seconds, timeout_reruns=thunder.reruns)
+
+    example = build_example(spec)
+    eager = run_eager(example)
+    if not finite(eager):
+        return invalid("eager produced non-finite values")
+    expected, reference, baseline, probe = eager, run_reference(example), "eager", _probe(example)
+    if spec.random:
+        plain = build_example(spec, checkpointing=False)
+        if judge(run_eager(plain), eager) is not None:
+            return invalid("eager differs from eager without checkpoints")
+        expected, plain_report, failure = thunder(plain, "stock")
+        if failure is None and not finite(expected):  # a baseline of NaNs would let anything pass
+            failure = judge(*_non_finite_part(expected, eager))
+        if failure is not None:
+            failure = with_triage(failure, ThunderGeneral("thunderfx fails on the network without checkpoints"))
+            return Outcome(
+                spec, True, failure=failure, seconds=time.perf_counter() - start, timeout_reruns=thunder.reruns
+            )
+        # Thunder draws other masks than eager: eager's nudged runs say nothing about thunder's thresholds, so no
+        # difference is accepted as a threshold flip (`fuzz.judge.parity.compare` without a probe). A cancellation
+        # still is:
+        # an input gradient of truth 0 (RMSNorm of width 1) is -6e-8 in one thunder run and 0 in the other.
+        reference, baseline, probe = None, "thunderfx without checkpoints", None
+
+    def run(name: str) -> ThunderRun:
+        result, report, failure = thunder(example, name)
+        # Not under autocast: one precision up it would still compute in bfloat16 (or, in float64, not at all).
+        up = None if reference is None or spec.autocast else _right_one_precision_up(example, thunder, name, reference)
+        return result, report, failure or judge(result, expected, reference, baseline, probe, up)
+
+    result, report, failure = run("fixed" if converter == "both" else converter)
+    if spec.random and isinstance(failure, (ForwardDivergence, GradientDivergence, StateDivergence)):
+        if (deterministic := _without_randomness(spec, converter, timeout_s, rerun_timeouts)) is not None:
+            failure = deterministic
+        elif spec.model is not None:
+            # Wherever its random ops ran (GPT-2's checkpointed layers go to inductor), ask the one question that
+            # does not need equal streams: is the gradient the derivative of the forward it belongs to?
+            consistent = _self_consistent(spec, thunder, "fixed" if converter == "both" else converter)
+            if consistent is True:
+                return invalid(
+                    "with checkpoints thunderfx draws other random numbers than without; "
+                    "its gradient is the derivative of its own forward"
+                )
+            if isinstance(consistent, str):  # no verdict: the difference may be two random streams
+                return invalid(f"the self-consistency check of a random model could not run: {consistent}")
+            failure = consistent
+        elif not (compiled_everything(report, spec.checkpoint_regions) and compiled_everything(plain_report, 0)):
+            # Part of a network ran outside thunder, drawing eager's random stream: nothing to compare.
+            return invalid("a random layer may have run outside thunder")
+    if failure is not None and not isinstance(failure, ExampleTimeout) and not isinstance(failure.__cause__, Triage):
+        # A random network's own failure is against thunderfx without checkpoints and needs its random layers.
+        triage = (
+            CheckpointSpecific(f"judged against {baseline}; without its random layers it passes (or has no layers)")
+            if spec.random
+            else _triage(spec, eager, reference, thunder)
+        )
+        failure = with_triage(failure, triage)
+    comparison = None
+    if converter == "both":
+        stock_result, _, stock_failure = run("stock")
+        comparison = ConverterComparison(
+            verdict_of(failure), verdict_of(stock_failure), max_difference(result, stock_result)
+        )
+    discrepancy = relative_error(result, reference if reference is not None else expected)
+    eager_error = None if reference is None else relative_error(eager, reference)
+    seconds = time.perf_counter() - start
+    return Outcome(spec, True, None, report, failure, seconds, comparison, discrepancy, thunder.reruns, eager_error)

@@ -1,0 +1,124 @@
+"""What one example came to (`Outcome`): its verdict, what thunder compiled, the converters side by side, and the
+sizes of thunderfx's and eager's errors that the statistics and Hypothesis's targeting read."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+
+from fuzz.generate.spec import NetSpec
+from fuzz.judge.oracle import ParityFailure
+from fuzz.judge.parity import truth_name
+from fuzz.run.runner import CompileReport
+
+
+@dataclass
+class ConverterComparison:
+    """The stock converter's run beside the fixed one's on one example (``--converter both``)."""
+
+    fixed_verdict: str  # "pass" or the failure class
+    stock_verdict: str
+    # Largest |stock - fixed| over the output and every gradient; None when either run crashed.
+    max_difference: float | None
+
+    @property
+    def verdict_differs(self) -> bool:
+        return self.fixed_verdict != self.stock_verdict
+
+    @property
+    def differs(self) -> bool:
+        """The verdict or any output or gradient value (bitwise) differs."""
+        return self.verdict_differs or bool(self.max_difference)
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "verdict_differs": self.verdict_differs, "differs": self.differs}
+
+
+@dataclass
+class Outcome:
+    """What happened to one spec. ``failure`` is set, not raised, so the caller can record it first."""
+
+    spec: NetSpec
+    valid: bool
+    invalid_reason: str | None = None
+    compile_report: CompileReport | None = None
+    failure: ParityFailure | None = None
+    seconds: float = 0.0
+    converter_ab: ConverterComparison | None = None
+    # Largest |thunder - truth| / max|truth| over the output and gradients (truth: the float64
+    # reference, else what thunder was judged against): what nightly runs steer toward with target().
+    discrepancy: float = 0.0
+    timeout_reruns: int = 0  # thunderfx runs over the time limit that were run once more (see `_ThunderRuns`)
+    eager_error: float | None = None  # the same measure for eager against the float64 reference (None: no reference)
+
+    @property
+    def converters_disagree(self) -> bool | None:
+        """With converter "both": whether the stock converter changed the verdict or any value; else None."""
+        return None if self.converter_ab is None else self.converter_ab.differs
+
+    @property
+    def compiled(self) -> bool:
+        """Thunder compiled every graph and every checkpointed region of the network."""
+        return compiled_everything(self.compile_report, self.spec.checkpoint_regions)
+
+    @property
+    def checkpoints_compiled(self) -> bool:
+        """Thunder compiled every checkpointed region (other code may have fallen back)."""
+        return checkpoints_in_thunder(self.compile_report, self.spec.checkpoint_regions)
+
+
+def compiled_everything(report: CompileReport | None, checkpoints: int) -> bool:
+    return report is not None and report.compiled_everything(checkpoints)
+
+
+def checkpoints_in_thunder(report: CompileReport | None, checkpoints: int) -> bool:
+    """Thunder compiled all ``checkpoints`` checkpointed regions (other code may fall back: a transformers model's
+    mask code does)."""
+    return (
+        report is not None
+        and report.graphs > 0
+        and report.thunder_checkpoints == checkpoints
+        and not report.fallback_checkpoints
+    )
+
+
+def _tensor_pairs(a: tuple, b: tuple) -> list[tuple[torch.Tensor | None, torch.Tensor | None]]:
+    """The outputs, then each gradient by name (None where a run has none), of two runs side by side."""
+    (out_a, grads_a), (out_b, grads_b) = a, b
+    return [
+        (out_a, out_b),
+        *((grads_a.get(name), grads_b.get(name)) for name in sorted(grads_a.keys() | grads_b.keys())),
+    ]
+
+
+def max_difference(a: tuple | None, b: tuple | None) -> float | None:
+    """The largest elementwise |a - b| over two runs' outputs and gradients (inf where one lacks a gradient)."""
+    if a is None or b is None:
+        return None
+    largest = 0.0
+    for x, y in _tensor_pairs(a, b):
+        if (x is None) != (y is None) or (x is not None and x.shape != y.shape):
+            return float("inf")
+        if x is not None and x.numel():
+            largest = max(largest, (x.double() - y.double()).abs().max().item())
+    return largest
+
+
+def relative_error(result: tuple | None, truth: tuple) -> float:
+    """The largest |result - truth| / max|truth| over the tensors both have (0 for a crashed run); a state after
+    backward against the truth's state after forward, as the oracle judges it (`fuzz.judge.parity.truth_name`)."""
+    if result is None:
+        return 0.0
+    (out, grads), (true_out, true_grads) = result, truth
+    pairs = [(out, true_out), *((grads[name], true_grads.get(truth_name(name))) for name in grads)]
+    errors = [
+        (x.double() - t.double()).abs().max().item() / (t.abs().max().item() or 1.0)
+        for x, t in pairs
+        if x is not None and t is not None and x.numel() and x.shape == t.shape
+    ]
+    return max(errors, default=0.0)
+
+
+def verdict_of(failure: ParityFailure | None) -> str:
+    return "pass" if failure is None else failure.failure_class

@@ -1,0 +1,121 @@
+"""What a known-issue entry is (`KnownIssue`): its claim, its version record, whether a failure is it, and
+whether a failure goes away without the entry's trigger (`explained_by`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from packaging.version import Version
+
+from fuzz.generate.reduce import valid
+from fuzz.generate.spec import NetSpec
+from fuzz.judge.oracle import ParityFailure
+from fuzz.registry.signatures import observe, read_entry, resemblance
+from fuzz.versions.thunder_versions import installed
+
+LayerTrigger = Callable[[NetSpec, int], bool]
+
+
+KNOWN_ISSUES_DIR = Path(__file__).resolve().parents[2] / "known_issues"
+
+
+VERSIONS_FILE = "versions.json"
+
+
+@cache
+def _version_record(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+_entry = cache(read_entry)
+
+
+installed_thunder = cache(installed)  # the thunder this process imports does not change while it runs
+
+
+@dataclass(frozen=True)
+class KnownIssue:
+    """A failure thunder is known to show on every spec ``applies`` accepts (on versions before its fix)."""
+
+    id: str
+    description: str
+    failure_classes: tuple[str, ...]
+    applies: Callable[[NetSpec], bool]
+    # The spec with this issue's trigger taken out (the in-place layer replaced by its out-of-place
+    # twin, the offending op layer deleted, ...): a failure is this issue only if it then goes away.
+    without_trigger: Callable[[NetSpec], NetSpec]
+    # Too slow to re-run on every matching example (thunder takes up to the time limit to fail):
+    # skipped in every profile; its registered spec is what tells whether it still reproduces.
+    slow: bool = False
+
+    def versions(self) -> dict:
+        """The entry's version record (see `fuzz.versions.bisect.version_record`; empty before any bisection)."""
+        return _version_record(KNOWN_ISSUES_DIR / self.id / VERSIONS_FILE)
+
+    def expected_on(self, thunder: str) -> bool:
+        """Whether the issue is expected on thunder version ``thunder``: from its recorded introduction (if any)
+        to before its recorded fix (if any)."""
+        record = self.versions()
+        introduced_in, fixed_in = record.get("introduced_in"), record.get("fixed_in")
+        return (introduced_in is None or Version(thunder) >= Version(introduced_in)) and (
+            fixed_in is None or Version(thunder) < Version(fixed_in)
+        )
+
+    def reproduced_by(self, failure: ParityFailure | None, spec: NetSpec) -> bool:
+        """Whether ``failure`` of ``spec`` is this issue showing (see `difference`)."""
+        return self.difference(failure, spec) is None
+
+    def difference(self, failure: ParityFailure | None, spec: NetSpec) -> str | None:
+        """None when ``failure`` of ``spec`` is this issue showing: a failure of one of its classes that matches the
+        signature recorded in its ``entry.toml`` inside the band (`fuzz.registry.signatures`; an entry without
+        one, a slow entry never run in a campaign, matches by class); else how it differs."""
+        if failure is None or failure.failure_class not in self.failure_classes:
+            return f"another class ({failure.failure_class if failure else 'no failure'})"
+        entry = _entry(KNOWN_ISSUES_DIR / self.id)
+        return None if entry is None else resemblance(entry, observe(spec, failure))
+
+    def status(self, reproduced: bool, thunder: str) -> tuple[str, bool]:
+        """The verdict of a re-test of the entry on thunder version ``thunder`` that ``reproduced`` it or not, and
+        whether that is what the record expects."""
+        if self.expected_on(thunder):
+            return ("reproduces", True) if reproduced else ("no longer reproduces", False)
+        record = self.versions()
+        fixed = record.get("fixed_in") and Version(thunder) >= Version(record["fixed_in"])
+        window = f"fixed in {record['fixed_in']}" if fixed else f"introduced in {record.get('introduced_in')}"
+        return (
+            (f"reproduces outside its recorded range ({window})", False)
+            if reproduced
+            else (f"not expected: {window}", True)
+        )
+
+
+def explained_by(
+    spec: NetSpec,
+    issues: Sequence[KnownIssue],
+    converter: str,
+    timeout_s: float | None,
+    in_flight: Callable[[NetSpec], AbstractContextManager] = lambda spec: nullcontext(),
+) -> bool:
+    """Whether known ``issues`` explain a failure of ``spec`` in their classes: it goes away without their triggers.
+
+    A network that is nothing but the triggers is explained by them; one that taking them out leaves invalid,
+    or whose stripped run is invalid, is not (reported as a new failure rather than hidden). ``in_flight``: what
+    to run the stripped network within (a campaign records it, should its process die).
+    """
+    from fuzz.judge.harness import check_spec  # here: `ckpt-fuzz bisect` imports this module, which needs no thunder
+
+    stripped = spec
+    for issue in issues:
+        stripped = issue.without_trigger(stripped)
+    if not stripped.layers:
+        return True
+    if not valid(stripped):  # taking the trigger out broke the network: no evidence either way
+        return False
+    with in_flight(stripped):
+        outcome = check_spec(stripped, converter=converter, timeout_s=timeout_s)
+    return outcome.valid and outcome.failure is None

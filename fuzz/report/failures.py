@@ -1,0 +1,144 @@
+"""A failure's folder: its id, spec.json, repro.py, failure.txt, triage.txt and failure.json; its confirmation in a
+fresh interpreter."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from fuzz.generate.reduce import PLUMBING
+from fuzz.generate.spec import NetSpec
+from fuzz.judge.oracle import ParityFailure, ThunderCrash
+from fuzz.report.repro import repro_source
+from fuzz.report.run_folder import FAILURE_RECORD, write_atomically
+from fuzz.report.stats import Confirmation
+
+
+def spec_digest(spec: NetSpec) -> str:
+    """A short hash of the whole spec."""
+    return hashlib.sha1(spec.to_json().encode()).hexdigest()[:12]
+
+
+def failure_id(spec: NetSpec, failure: ParityFailure) -> str:
+    """A stable id for a bug: failure class, triage label and a hash of what tells this failure apart.
+
+    The hash covers the layer kinds (an op layer's call), the checkpoint APIs, the dtype, and what
+    failed: thunder's exception type and message (numbers blanked) for a crash, the tensors that did
+    not match otherwise. Not sizes or seed, so two shards that shrink the same bug to slightly
+    different networks name it alike; `write_failure` keeps both networks.
+    """
+    essence = {
+        # An op layer by its callable (which names the form) and keyword arguments: each op's bug gets its own id.
+        "layers": [
+            [layer.kind, layer.params["target"], layer.params["kwargs"]] if "op" in layer.params else layer.kind
+            for layer in spec.layers
+        ],
+        "checkpoints": [c.api for c in spec.checkpoints],
+        "dtype": spec.dtype,
+        "what": _what_failed(failure),
+    }
+    digest = hashlib.sha1(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:8]
+    return f"{failure.signature}-{digest}"
+
+
+def _what_failed(failure: ParityFailure) -> list[str]:
+    """A crash's `ThunderCrash.crash_signature`; else the names of the tensors that differ."""
+    lines = str(failure).splitlines()
+    if isinstance(failure, ThunderCrash):
+        return [failure.crash_signature]
+    return sorted({line.partition(":")[0] for line in lines if line.startswith(("output:", "grad of "))})
+
+
+def write_failure(
+    artifacts: Path,
+    spec: NetSpec,
+    failure: ParityFailure,
+    converter: str,
+    name: str | None = None,
+    executors: Sequence[str] = (),
+    listed: bool = True,
+) -> Path:
+    """Write ``<artifacts>/<name or failure-id>/{spec.json,repro.py,failure.txt,triage.txt}`` and, for a failure a
+    run's summary lists (``listed``; not a registry entry), ``failure.json``; returns the directory.
+
+    Never overwrites another network: when the folder already holds a different spec (the same bug,
+    shrunk to another network), this one goes to its ``variants/<spec digest>/`` folder instead.
+    """
+    directory = artifacts / (name or failure_id(spec, failure))
+    spec_json = spec.to_json() + "\n"
+    if (directory / "spec.json").exists() and (directory / "spec.json").read_text() != spec_json:
+        directory = directory / "variants" / spec_digest(spec)
+    directory.mkdir(parents=True, exist_ok=True)
+    write_atomically(directory / "spec.json", spec_json)
+    write_atomically(directory / "repro.py", repro_source(spec, failure, converter, executors))
+    write_atomically(
+        directory / "failure.txt",
+        "".join(f"{line}\n" for line in [f"{type(failure).__name__}: {failure}", *failure.resembles]),
+    )
+    write_atomically(directory / "triage.txt", f"{failure.triage}: {failure.__cause__}\n")
+    if listed:
+        write_atomically(directory / FAILURE_RECORD, json.dumps(failure_record(spec, failure, directory)) + "\n")
+    return directory
+
+
+def failure_record(spec: NetSpec, failure: ParityFailure, directory: Path) -> dict[str, Any]:
+    """What the summary lists of a failure written to ``directory`` (also its ``failure.json``)."""
+    return {
+        "id": failure_id(spec, failure),
+        "class": failure.failure_class,
+        "triage": failure.triage,
+        "message": str(failure).splitlines()[0] if str(failure) else "",
+        "repro": str(directory.resolve() / "repro.py"),  # absolute: the report links it from anywhere
+        # The known issues its spec matches whose signature or band it falls outside (`fuzz.campaign.engine.record`).
+        "resembles": list(failure.resembles),
+        "blames": blames(spec),
+    }
+
+
+def blames(spec: NetSpec) -> str | None:
+    """What a failure of the op family blames (None outside it): its ops, or the plumbing when no op is left
+    (reduction replaced each op by identity and the failure stayed, `fuzz.generate.reduce`)."""
+    named = [f"op {layer.params['op']}" for layer in spec.layers if "op" in layer.params]
+    if any(layer.kind == PLUMBING for layer in spec.layers):
+        named.append("the op family's plumbing (adapt, fold) with the op replaced by identity")
+    return ", ".join(named) or None
+
+
+# Failures whose repro.py a campaign runs to confirm them (exit 1): not a time-out's, which takes its whole time
+# limit to say "reproduced", nor a dead worker's, which crashes.
+CONFIRMABLE = ("forward-divergence", "gradient-divergence", "state-divergence", "accuracy", "thunder-crash")
+
+
+def confirm(directory: Path, failure: ParityFailure, timeout_s: float) -> Confirmation:
+    """Run ``directory/repro.py`` in a fresh interpreter; confirmed when it exits 1 (the same failure reproduced).
+
+    Only for `CONFIRMABLE` failures (others are not run). The repro's output goes to ``confirmation.txt``.
+    """
+    if failure.failure_class not in CONFIRMABLE:
+        return Confirmation(
+            None, f"not checked: a {failure.failure_class}'s repro runs out its time limit or crashes; run it by hand"
+        )
+    start = time.perf_counter()
+    try:
+        run = subprocess.run(
+            [sys.executable, "repro.py"], cwd=directory, capture_output=True, text=True, timeout=timeout_s
+        )
+        status, output = run.returncode, run.stdout + run.stderr
+    except subprocess.TimeoutExpired as expired:
+        status, output = None, "".join(_text(out) for out in (expired.stdout, expired.stderr))
+    seconds = round(time.perf_counter() - start, 2)
+    confirmed = status == 1
+    how = f"timed out after {timeout_s:g} s" if status is None else f"exit status {status}"
+    verdict = "reproduced in a fresh interpreter" if confirmed else "NOT reproduced in a fresh interpreter"
+    write_atomically(directory / "confirmation.txt", f"{verdict} ({how}, {seconds} s)\n\n{output[-20000:]}")
+    return Confirmation(confirmed, f"{verdict} ({how})", seconds)
+
+
+def _text(output: str | bytes | None) -> str:
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
