@@ -2,7 +2,7 @@
 
 import time
 
-from fuzz.generate.reduce import reduce_spec, with_plumbing
+from fuzz.generate.reduce import reduce_spec, with_plumbing, without_randomness
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.model_builder import network_source
 from fuzz.report.failures import blames
@@ -124,3 +124,14 @@ def test_the_blame_is_checked_past_the_reductions_budget():
     reduced = reduce_spec(spec, lambda s: checked.append(s) or _computes_tanh_in_a_checkpoint(s), max_checks=0)
     # The op's twin only: out of budget, nothing else is tried.
     assert checked == [with_plumbing(spec)] and reduced == with_plumbing(spec)
+
+
+def test_a_random_networks_failure_goes_first_to_its_network_without_random_layers():
+    spec = NetSpec(
+        features=2,
+        layers=[LayerSpec("dropout", {"p": "0.5"}), LayerSpec("tanh")],
+        checkpoints=[CheckpointSpec(0, 2)],
+    )
+    checked: list[NetSpec] = []
+    reduced = reduce_spec(spec, lambda s: checked.append(s) or _has_checkpointed_tanh(s))
+    assert checked[0] == without_randomness(spec) and not reduced.random

@@ -144,5 +144,5 @@ def test_a_bfloat16_only_fault_in_a_random_model_is_found_in_its_own_dtype():
         outcome = check_spec(spec)
     print(f"zoo bfloat16-only fault: {outcome.failure!r}")
     assert isinstance(outcome.failure, GradientDivergence), outcome.failure or outcome.invalid_reason
-    assert str(outcome.failure).startswith("without its random layers: ")
+    assert str(outcome.failure.__cause__).startswith("in the network without its random layers: ")
     assert outcome.failure.triage == "checkpoint-specific"

@@ -1,8 +1,8 @@
 """A fuzz campaign's per-example bookkeeping, independent of pytest: run, judge, count, write failures.
 
 Its options: `fuzz.campaign.config`; its time budget: `fuzz.campaign.budget`; where its files go:
-`fuzz.report.run_folder`; what its
-summary says: `fuzz.report.summary`.
+`fuzz.report.run_folder`; what its summary says: `fuzz.report.summary`; what it does with a failure:
+`fuzz.campaign.findings`.
 """
 
 from __future__ import annotations
@@ -218,13 +218,12 @@ class Campaign(Findings):
             self.write_worker_stats()
         return expected
 
-    def _explained(self, spec: NetSpec, issues: Sequence[KnownIssue]) -> bool:
-        """Whether known ``issues`` explain a failure of ``spec`` (`fuzz.registry.issue.explained_by`), the
-        stripped
-        network recorded as in flight while it runs."""
-        return explained_by(
-            spec, issues, self.config.converter, self.budget.example_timeout_s(), in_flight=self._in_flight
-        )
+    def _explained(self, spec: NetSpec, issues: Sequence[KnownIssue], limit_s: float | None = None) -> bool:
+        """Whether known ``issues`` explain a failure of ``spec`` (`fuzz.registry.issue.explained_by`), the stripped
+        network run under ``limit_s`` (default: the budget's limit for an example now) and recorded as in flight."""
+        limit = limit_s or self.budget.example_timeout_s()
+        in_flight = lambda stripped: self._in_flight(stripped, limit)  # noqa: E731
+        return explained_by(spec, issues, self.config.converter, limit, in_flight=in_flight)
 
     def _record_converter_ab(self, outcome: Outcome) -> None:
         """Append the example's A/B record to the run's ``converter_ab.jsonl``."""

@@ -119,10 +119,9 @@ class Findings:
         """``spec`` reduced further (see `fuzz.generate.reduce`) with the failure it still shows in the same class.
 
         First its op layers' plumbing twins (`fuzz.generate.reduce.with_plumbing`): when the network fails alike with
-        every op
-        replaced by identity, the ops are not to blame, and a network whose plumbing failed so before (any op, this
-        process) reduces to what that one did, without reducing again: the op sweep under a plumbing bug makes one
-        failure, not one per op.
+        every op replaced by identity, the ops are not to blame, and a network whose plumbing failed so before (any
+        op, this process) reduces to what that one did, without reducing again: the op sweep under a plumbing bug
+        makes one failure, not one per op.
         """
         found: dict[int, ParityFailure] = {}
 
@@ -135,7 +134,7 @@ class Findings:
             if same:
                 found[id(candidate)] = outcome.failure
             known = [issue for issue in known_issues_for(candidate) if issue.reproduced_by(outcome.failure, candidate)]
-            return same and not (known and self._explained(candidate, known))
+            return same and not (known and self._explained(candidate, known, limit))
 
         twin, plumbing = with_plumbing(spec), None
         if twin != spec and valid(twin) and still_fails(twin):

@@ -1,6 +1,6 @@
-"""The campaign's pytest hooks, registered by `fuzz.campaign.plugin` at configure time: option checks, the campaign of
-each
-process, shards and their budget, signals, progress lines, a dead xdist worker, the summary; and the fixtures."""
+"""The campaign's pytest hooks, registered by `fuzz.campaign.plugin` at configure time: option checks, the campaign
+of each process, shards and their budget, signals, progress lines, a dead xdist worker, the summary; and the
+fixtures."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except ValueError as error:
         raise pytest.UsageError(str(error)) from None
     use_executors(executors)
-    kinds = _choice_list(config, "fuzz_layers", LAYER_KINDS)
+    kinds = _choice_list(config, "fuzz_layers", [name for name, kind in LAYER_KINDS.items() if kind.drawn])
     dtypes = _choice_list(config, "fuzz_dtypes", DTYPES)
     if _worker_id(config) is None and any(kind in (kinds or OP_KINDS) for kind in OP_KINDS):
         catalog()  # built (or read) once here, before xdist starts workers that would all build it at once
@@ -125,9 +125,8 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(error)) from None
     campaign = Campaign(campaign_config, workers=workers, worker=_worker_id(config) or "main")
     config.stash[CAMPAIGN] = campaign
-    if "fuzz_gpu" in getattr(
-        config, "workerinput", {}
-    ):  # pinned by `fuzz.campaign.plugin`: what this worker really sees
+    # Pinned by `fuzz.campaign.plugin`: what this worker really sees.
+    if "fuzz_gpu" in getattr(config, "workerinput", {}):
         campaign.stats.gpus[campaign.worker] = os.environ[VISIBLE_DEVICES]
     # SIGTERM (a job scheduler's stop) ends the run like Ctrl-C: Hypothesis keeps what it saved
     # and pytest still writes the summary, even when the signal lands inside thunder.
@@ -141,8 +140,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _gpus(config: pytest.Config, device: str) -> tuple[str, ...]:
     """The GPUs the controller spreads xdist workers over (`fuzz.campaign.gpus`): ``--fuzz-gpus``, else every visible
-    GPU on
-    CUDA; none for a worker, a run without xdist, or a CPU run without ``--fuzz-gpus``."""
+    GPU on CUDA; none for a worker, a run without xdist, or a CPU run without ``--fuzz-gpus``."""
     if _worker_id(config) is not None or not config.getoption("numprocesses", None):
         return ()
     checked_workers_per_gpu(config.getoption("fuzz_workers_per_gpu"))

@@ -148,8 +148,7 @@ LAYER_KINDS: dict[str, LayerKind] = {
         module_kind("unet_block", lambda p, d: f"UNetBlock({p['dims']}, {d}, {p['hidden']})", HIDDEN, DIMS,
                 helpers=("conv_class", "ConvBlock", "UNetBlock"), layout="channels", fit=fit_unet_block),
         # Never drawn: an op layer with its op replaced by identity (`fuzz.generate.ops.plumbing_params`), what
-        # reduction
-        # tries before it blames an op.
+        # reduction tries before it blames an op.
         LayerKind("op_plumbing", lambda p, d: ops.plumbing_source(p), (Param("args", "literal"),), functional=True,
                   helpers=ops.HELPERS, layout="any", drawn=False),
     )

@@ -179,19 +179,20 @@ def _triage(spec: NetSpec, eager: tuple, reference: tuple | None, thunder: _Thun
 
 def _without_randomness(
     spec: NetSpec, converter: str, timeout_s: float | None, rerun_timeouts: bool
-) -> ParityFailure | None:
+) -> ParityFailure | str:
     """A random network's failure when its network without random numbers (`fuzz.generate.reduce.without_randomness`)
-    fails
-    too, judged as every deterministic network is (against eager, in its own dtype, probed, triaged): what it
-    then finds, forward divergences and one dtype's bugs included, is the network's failure, not two random streams.
-    None when that network passes or is not valid."""
+    fails too, judged as every deterministic network is (against eager, in its own dtype, probed, triaged): what it
+    then finds, forward divergences and one dtype's bugs included, is the network's failure, not two random streams
+    (its triage says where it was found; its message is the twin's own, so that its id and crash signature are).
+    Otherwise what became of that network, in words."""
     twin = without_randomness(spec)
     if twin is None:
-        return None
+        return "it has no layers but random ones"
     outcome = check_spec(twin, converter=converter, timeout_s=timeout_s, rerun_timeouts=rerun_timeouts)
     if outcome.failure is None or isinstance(outcome.failure, ExampleTimeout):  # (a time-out: no verdict)
-        return None
-    outcome.failure.args = (f"without its random layers: {outcome.failure}",)
+        return "without its random layers it passes" if outcome.valid else "without its random layers it is not valid"
+    if isinstance(triage := outcome.failure.__cause__, Triage):
+        triage.args = (f"in the network without its random layers: {triage}",)
     return outcome.failure
 
 
@@ -268,8 +269,7 @@ def check_spec(
             )
         # Thunder draws other masks than eager: eager's nudged runs say nothing about thunder's thresholds, so no
         # difference is accepted as a threshold flip (`fuzz.judge.parity.compare` without a probe). A cancellation
-        # still is:
-        # an input gradient of truth 0 (RMSNorm of width 1) is -6e-8 in one thunder run and 0 in the other.
+        # still is: an input gradient of truth 0 (RMSNorm of width 1) is -6e-8 in one thunder run and 0 in the other.
         reference, baseline, probe = None, "thunderfx without checkpoints", None
 
     def run(name: str) -> ThunderRun:
@@ -279,8 +279,10 @@ def check_spec(
         return result, report, failure or judge(result, expected, reference, baseline, probe, up)
 
     result, report, failure = run("fixed" if converter == "both" else converter)
+    random_triage = f"judged against {baseline}"  # a random network's own failure: it ran against its baseline
     if spec.random and isinstance(failure, (ForwardDivergence, GradientDivergence, StateDivergence)):
-        if (deterministic := _without_randomness(spec, converter, timeout_s, rerun_timeouts)) is not None:
+        deterministic = _without_randomness(spec, converter, timeout_s, rerun_timeouts)
+        if isinstance(deterministic, ParityFailure):
             failure = deterministic
         elif spec.model is not None:
             # Wherever its random ops ran (GPT-2's checkpointed layers go to inductor), ask the one question that
@@ -293,17 +295,15 @@ def check_spec(
                 )
             if isinstance(consistent, str):  # no verdict: the difference may be two random streams
                 return invalid(f"the self-consistency check of a random model could not run: {consistent}")
-            failure = consistent
+            failure, random_triage = consistent, f"{random_triage}; {deterministic}; its self-consistency fails"
         elif not (compiled_everything(report, spec.checkpoint_regions) and compiled_everything(plain_report, 0)):
             # Part of a network ran outside thunder, drawing eager's random stream: nothing to compare.
             return invalid("a random layer may have run outside thunder")
+        else:
+            random_triage += f"; {deterministic}"
     if failure is not None and not isinstance(failure, ExampleTimeout) and not isinstance(failure.__cause__, Triage):
-        # A random network's own failure is against thunderfx without checkpoints and needs its random layers.
-        triage = (
-            CheckpointSpecific(f"judged against {baseline}; without its random layers it passes (or has no layers)")
-            if spec.random
-            else _triage(spec, eager, reference, thunder)
-        )
+        # A random network's own failure is against thunderfx without checkpoints, which ran: checkpoint-specific.
+        triage = CheckpointSpecific(random_triage) if spec.random else _triage(spec, eager, reference, thunder)
         failure = with_triage(failure, triage)
     comparison = None
     if converter == "both":

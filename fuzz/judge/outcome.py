@@ -3,6 +3,7 @@ sizes of thunderfx's and eager's errors that the statistics and Hypothesis's tar
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import torch
@@ -117,7 +118,7 @@ def relative_error(result: tuple | None, truth: tuple) -> float:
         for x, t in pairs
         if x is not None and t is not None and x.numel() and x.shape == t.shape
     ]
-    return max(errors, default=0.0)
+    return math.inf if any(math.isnan(e) for e in errors) else max(errors, default=0.0)
 
 
 def verdict_of(failure: ParityFailure | None) -> str:

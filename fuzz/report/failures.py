@@ -102,8 +102,9 @@ def failure_record(spec: NetSpec, failure: ParityFailure, directory: Path) -> di
 
 
 def blames(spec: NetSpec) -> str | None:
-    """What a failure of the op family blames (None outside it): its ops, or the plumbing when no op is left
-    (reduction replaced each op by identity and the failure stayed, `fuzz.generate.reduce`)."""
+    """What a failure of the op family blames (None outside it): the ops left in its network (each one's identity
+    twin passed there, `fuzz.generate.reduce`), and the plumbing where an op was replaced by identity and the failure
+    stayed."""
     named = [f"op {layer.params['op']}" for layer in spec.layers if "op" in layer.params]
     if any(layer.kind == PLUMBING for layer in spec.layers):
         named.append("the op family's plumbing (adapt, fold) with the op replaced by identity")

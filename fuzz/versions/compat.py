@@ -8,8 +8,7 @@ from packaging.version import Version
 
 VERIFIED = {"torch": "2.9.1", "lightning-thunder": "0.2.6"}
 # Measured on CPU (`fuzz.versions.thunder_versions.probe` and six known-issue repros, same verdicts as with torch
-# 2.9.1):
-# torch 2.10.0 and 2.11.0 run lightning-thunder 0.2.6 and 0.2.7.dev20260201 as well; with 0.2.6, torch 2.12.1
+# 2.9.1): torch 2.10.0 and 2.11.0 run lightning-thunder 0.2.6 and 0.2.7.dev20260201 as well; with 0.2.6, torch 2.12.1
 # fails at run time and 2.13 at import. `--thunder` probes any other pair before a run.
 
 

@@ -325,12 +325,11 @@ CANCELLATION_EPS = 64.0
 FLIP_SHARE = {torch.bfloat16: 0.01, torch.float16: 0.01}
 FLIP_SENSITIVITY = 0.25
 CLEAN_NOISE = 0.1
-# Where a mismatch is only a matter of precision, thunderfx is right on the same network one precision
-# up (same values, wider dtype, `one_precision_up`): then it is an accuracy gap, not a wrong result
-# (`failure_class`) ... and only while each tensor's error is bounded (a bug in a bfloat16-only kernel is no rounding
-# problem): its
-# relative error max|thunder - ref| / max|ref| within ACCURACY_RATIO x eager's (eager's taken as at least eps / 8:
-# eager can round exactly by luck) and within ACCURACY_EPS eps, and its systematic scale error |alpha - 1| within
+# Where a mismatch is only a matter of precision, thunderfx is right on the same network one precision up (same
+# values, wider dtype, `one_precision_up`): then it is an accuracy gap, not a wrong result (`failure_class`) ... and
+# only while each tensor's error is bounded (a bug in a bfloat16-only kernel is no rounding problem): its relative
+# error max|thunder - ref| / max|ref| within ACCURACY_RATIO x eager's (eager's taken as at least eps / 8: eager can
+# round exactly by luck) and within ACCURACY_EPS eps, and its systematic scale error |alpha - 1| within
 # ACCURACY_DRIFT_EPS eps. Measured on the registered gaps of thunder 0.2.6 (CPU, bfloat16, their specs on 6 seeds,
 # docs/oracle.md): gelu's output 0.063-0.136 (17-40x eager's, drift <= 0.035), attention's input and key gradients
 # 0.076 and 0.37 (drift 0.083), mish's embedding gradient drift 0.024; softmax's one element 30% off (drift 0.14) and
