@@ -141,15 +141,44 @@ def run_thunderfx(example: Example) -> tuple[tuple, CompileReport]:
             ours(forget_compilations)
 
 
+def _directional_derivatives(fn, net, x, cotangent, step: float) -> tuple[float, float, float]:
+    """``(gradient . v, (L(p + step v) - L(p - step v)) / (2 step), L(p))`` of ``fn`` (``net`` or a compiled
+    ``net``) with L = <output, cotangent>, p the parameters and v a seeded random direction; every forward seeded
+    alike (`fuzz.run.passes.forward_backward`), so each draws the random masks of the one differentiated."""
+    output, _ = forward_backward(fn, net, x, cotangent)
+    params = list(net.parameters())
+    generator = torch.Generator().manual_seed(0)
+    direction = [torch.randn(p.shape, generator=generator, dtype=p.dtype).to(p.device) for p in params]
+    analytic = sum((p.grad * d).sum().item() for p, d in zip(params, direction, strict=True) if p.grad is not None)
+
+    def loss(along: float) -> float:
+        originals = [p.detach().clone() for p in params]
+        with torch.no_grad():
+            for p, d in zip(params, direction, strict=True):
+                p.add_(along * d)
+        torch.manual_seed(0)
+        value = (fn(x).detach() * cotangent).sum().item()
+        with torch.no_grad():
+            for p, original in zip(params, originals, strict=True):
+                p.copy_(original)
+        return value
+
+    return analytic, (loss(step) - loss(-step)) / (2 * step), (output * cotangent).sum().item()
+
+
+def run_eager_self_consistency(example: Example, step: float = 1e-6) -> tuple[float, float, float]:
+    """`run_thunderfx_self_consistency`'s numbers for eager: the control that tells a loss too rough for central
+    differences from a wrong gradient."""
+    with in_phase("eager"):
+        net, x = _fresh_copy(example)
+        return _directional_derivatives(net, net, x, example.cotangent, step)
+
+
 def run_thunderfx_self_consistency(
     example: Example, step: float = 1e-6
 ) -> tuple[tuple[float, float, float], CompileReport]:
-    """Whether thunderfx's gradient is the derivative of its own forward, random ops included.
-
-    For a float64 ``example``: ``(gradient . v, (L(p + step v) - L(p - step v)) / (2 step), L(p))`` with
-    L = <output, cotangent>, p the parameters and v a seeded random direction. Every forward is seeded
-    alike (`fuzz.run.passes.forward_backward`), so each draws the same random masks as the one differentiated.
-    """
+    """Whether thunderfx's gradient is the derivative of its own forward, random ops included: for a float64
+    ``example``, `_directional_derivatives` of thunderfx with checkpoints, and thunder's compile report."""
     from thunder.dynamo import thunderfx
 
     ours(forget_compilations)
@@ -157,28 +186,8 @@ def run_thunderfx_self_consistency(
         try:
             net, x = _fresh_copy(example)
             compiled = thunderfx(net)
-            output, _ = forward_backward(compiled, net, x, example.cotangent)
-            params = list(net.parameters())
-            generator = torch.Generator().manual_seed(0)
-            direction = [torch.randn(p.shape, generator=generator, dtype=p.dtype).to(p.device) for p in params]
-            pairs = zip(params, direction, strict=True)
-            analytic = sum((p.grad * d).sum().item() for p, d in pairs if p.grad is not None)
-
-            def loss(along: float) -> float:
-                originals = [p.detach().clone() for p in params]
-                with torch.no_grad():
-                    for p, d in zip(params, direction, strict=True):
-                        p.add_(along * d)
-                torch.manual_seed(0)
-                value = (compiled(x).detach() * example.cotangent).sum().item()
-                with torch.no_grad():
-                    for p, original in zip(params, originals, strict=True):
-                        p.copy_(original)
-                return value
-
-            numeric = (loss(step) - loss(-step)) / (2 * step)
-            loss_at_p = (output * example.cotangent).sum().item()
-            return (analytic, numeric, loss_at_p), ours(_compile_report, compiled._backend)
+            numbers = _directional_derivatives(compiled, net, x, example.cotangent, step)
+            return numbers, ours(_compile_report, compiled._backend)
         finally:
             ours(forget_compilations)
 
