@@ -279,6 +279,7 @@ def _install_pause(phase: str) -> None:
     """Make the campaign wait in ``phase`` (see `_pause`): generation (the first example), shrinking (once the first
     failure is written as unshrunk), reduction (of a shrunk failure), confirmation (its repro.py), summary."""
     import fuzz.campaign.engine
+    import fuzz.campaign.findings
 
     if phase == "shrinking":
         original = fuzz.campaign.engine.Campaign._write_failure
@@ -291,8 +292,8 @@ def _install_pause(phase: str) -> None:
         return
     module, name = {
         "generation": (fuzz.campaign.engine, "check_spec"),
-        "reduction": (fuzz.campaign.engine, "reduce_spec"),
-        "confirmation": (fuzz.campaign.engine, "confirm"),
+        "reduction": (fuzz.campaign.findings, "reduce_spec"),
+        "confirmation": (fuzz.campaign.findings, "confirm"),
         "summary": (fuzz.campaign.engine, "build_summary"),
     }[phase]
     setattr(module, name, _pause(getattr(module, name), phase))
@@ -301,18 +302,18 @@ def _install_pause(phase: str) -> None:
 def _install_death_in_phase(phase: str) -> None:
     """Kill the process (SIGSEGV, once per campaign: $FUZZ_FAULT_MARKER) as the first network in flight enters
     ``phase`` of `fuzz.run.runner.in_phase`; "reduction": thunder's phase while a shrunk failure is reduced."""
-    import fuzz.campaign.engine
+    import fuzz.campaign.findings
     import fuzz.report.run_folder
 
     reducing = []
     if phase == "reduction":
-        reduce_spec = fuzz.campaign.engine.reduce_spec
+        reduce_spec = fuzz.campaign.findings.reduce_spec
 
         def reducing_spec(*args, **kwargs):
             reducing.append(True)
             return reduce_spec(*args, **kwargs)
 
-        fuzz.campaign.engine.reduce_spec = reducing_spec
+        fuzz.campaign.findings.reduce_spec = reducing_spec
     target = "thunder" if phase == "reduction" else phase
     mark_phase = fuzz.report.run_folder.RunFolder.mark_phase
 
