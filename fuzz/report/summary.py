@@ -45,11 +45,12 @@ def build_summary(config, stats: CampaignStats, items: ItemResults, wall_s: floa
     distinct: dict[str, dict[str, Any]] = {}
     # A process stopped or killed after writing a failure but before its counters: the folder on disk is the record.
     folder = RunFolder(config.run_dir)
+    counted = {failure["repro"] for failure in stats.failures}
     unlisted = [
         {**record, "shrunk_after_s": None, "after_examples": None}
         | {"confirmed": None, "confirmation": STOPPED_FIRST, "confirmation_seconds": None}
         for record in folder.written_failures()
-        if record["repro"] not in {failure["repro"] for failure in stats.failures}
+        if record["repro"] not in counted
     ]
     for failure in [*stats.failures, *unlisted]:
         listed = distinct.setdefault(failure["id"], {**failure, "found_by_shards": 0, "variants": []})
