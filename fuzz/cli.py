@@ -381,13 +381,14 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv
     if extra and args.command in ("check", "report", "bisect"):
         parser.error(f"{args.command}: unrecognized arguments: {' '.join(extra)}")
+    from fuzz.registry.triggers import EntryError
     from fuzz.versions.thunder_versions import VersionError
 
     try:
         if getattr(args, "thunder", None):
             _on_thunder(args.thunder, argv)
         return args.handler(args, extra)
-    except (FileNotFoundError, VersionError) as error:
+    except (FileNotFoundError, VersionError, EntryError) as error:
         print(f"ckpt-fuzz {args.command}: {error}", file=sys.stderr)
         return COULD_NOT_RUN
 

@@ -123,8 +123,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
         pin_to_gpu(gpu)  # first: the checks that follow import thunder, which may initialise CUDA
     _quiet(config)
-    from fuzz.campaign import hooks
+    from fuzz.registry.triggers import EntryError
 
+    try:
+        from fuzz.campaign import hooks  # loads the known-issue registry
+    except EntryError as error:
+        raise pytest.UsageError(str(error)) from None
     config.pluginmanager.register(hooks, "ckpt-fuzz-hooks")
 
 

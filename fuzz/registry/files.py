@@ -109,7 +109,7 @@ def record_entry(issue: KnownIssue, device: str = "cpu", converter: str = "fixed
     path = KNOWN_ISSUES_DIR / issue.id / ENTRY_FILE
     previous = (read_entry(path.parent) or {}).get("signature", [])
     signatures = with_other_devices(record_signatures(observations, installed_thunder()), previous, device)
-    write_atomically(path, entry_text(issue.id, signatures, how))
+    write_atomically(path, entry_text(path.read_text(), issue.id, signatures, how))
     return path, how
 
 

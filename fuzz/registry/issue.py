@@ -4,11 +4,12 @@ whether a failure goes away without the entry's trigger (`explained_by`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from packaging.version import Version
 
@@ -16,10 +17,8 @@ from fuzz.generate.reduce import valid
 from fuzz.generate.spec import NetSpec
 from fuzz.judge.oracle import ParityFailure
 from fuzz.registry.signatures import observe, read_entry, resemblance
+from fuzz.registry.triggers import triggered, without_triggers
 from fuzz.versions.thunder_versions import installed
-
-LayerTrigger = Callable[[NetSpec, int], bool]
-
 
 KNOWN_ISSUES_DIR = Path(__file__).resolve().parents[2] / "known_issues"
 
@@ -40,18 +39,25 @@ installed_thunder = cache(installed)  # the thunder this process imports does no
 
 @dataclass(frozen=True)
 class KnownIssue:
-    """A failure thunder is known to show on every spec ``applies`` accepts (on versions before its fix)."""
+    """A failure thunder is known to show on every spec one of its ``triggers`` sets off (on versions before its
+    fix); the claim ``known_issues/<id>/entry.toml`` makes (`fuzz.registry.known_issues`)."""
 
     id: str
     description: str
     failure_classes: tuple[str, ...]
-    applies: Callable[[NetSpec], bool]
-    # The spec with this issue's trigger taken out (the in-place layer replaced by its out-of-place
-    # twin, the offending op layer deleted, ...): a failure is this issue only if it then goes away.
-    without_trigger: Callable[[NetSpec], NetSpec]
+    # Tables in the vocabulary of `fuzz.registry.triggers`; any one holding sets the issue off.
+    triggers: tuple[Mapping[str, Any], ...]
     # Too slow to re-run on every matching example (thunder takes up to the time limit to fail):
     # skipped in every profile; its registered spec is what tells whether it still reproduces.
     slow: bool = False
+
+    def applies(self, spec: NetSpec) -> bool:
+        return any(triggered(spec, trigger) for trigger in self.triggers)
+
+    def without_trigger(self, spec: NetSpec) -> NetSpec:
+        """``spec`` with this issue's trigger taken out (the in-place layer replaced by its Linear, the offending
+        op layer deleted, ...): a failure is this issue only if it then goes away."""
+        return without_triggers(spec, list(self.triggers))
 
     def versions(self) -> dict:
         """The entry's version record (see `fuzz.versions.bisect.version_record`; empty before any bisection)."""
@@ -73,11 +79,11 @@ class KnownIssue:
     def difference(self, failure: ParityFailure | None, spec: NetSpec) -> str | None:
         """None when ``failure`` of ``spec`` is this issue showing: a failure of one of its classes that matches the
         signature recorded in its ``entry.toml`` inside the band (`fuzz.registry.signatures`; an entry without
-        one, a slow entry never run in a campaign, matches by class); else how it differs."""
+        a signature, a slow entry never run in a campaign, matches by class); else how it differs."""
         if failure is None or failure.failure_class not in self.failure_classes:
             return f"another class ({failure.failure_class if failure else 'no failure'})"
         entry = _entry(KNOWN_ISSUES_DIR / self.id)
-        return None if entry is None else resemblance(entry, observe(spec, failure))
+        return None if not (entry or {}).get("signature") else resemblance(entry, observe(spec, failure))
 
     def status(self, reproduced: bool, thunder: str) -> tuple[str, bool]:
         """The verdict of a re-test of the entry on thunder version ``thunder`` that ``reproduced`` it or not, and

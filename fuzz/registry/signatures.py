@@ -143,10 +143,8 @@ def read_entry(directory: Path) -> dict[str, Any] | None:
 
 def resemblance(entry: dict[str, Any], seen: Observation) -> str | None:
     """None when ``seen`` is the entry's bug (a signature matches whole, every number inside its band), else how it
-    differs from the closest signature, in a few words."""
-    differences = [_difference(signature, seen) for signature in entry.get("signature", [])]
-    if not differences:
-        return "no signature recorded (ckpt-fuzz known-issues --record)"
+    differs from the closest signature, in a few words; ``entry`` has at least one signature."""
+    differences = [_difference(signature, seen) for signature in entry["signature"]]
     if None in differences:
         return None
     return min(differences, key=len)
@@ -184,10 +182,16 @@ def _rank_free(crash: str) -> str:
     return re.sub(r"#(?:, #)+", "#", crash)
 
 
-def entry_text(issue_id: str, signatures: list[dict[str, Any]], how: str) -> str:
-    """``entry.toml``'s text: the signatures, headed by how they were recorded."""
+_SIGNATURE_HEADER = "# The signature of known issue"
+
+
+def entry_text(claim: str, issue_id: str, signatures: list[dict[str, Any]], how: str) -> str:
+    """``entry.toml``'s text: the hand-written claim (the part of ``claim``, the file's text, above any recorded
+    signature), then the signatures, headed by how they were recorded."""
     lines = [
-        f"# The signature of known issue {issue_id}: {how}.",
+        claim.split(f"\n{_SIGNATURE_HEADER}")[0].rstrip("\n"),
+        "",
+        f"{_SIGNATURE_HEADER} {issue_id}: {how}.",
         "# Written by `ckpt-fuzz known-issues --record`; do not edit by hand (fuzz/registry/signatures.py).",
     ]
     for signature in signatures:

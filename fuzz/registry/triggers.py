@@ -1,65 +1,25 @@
-"""The predicates known-issue entries name: which layers of a spec trigger an entry, and what the network is
-without them."""
+"""The trigger vocabulary of known-issue entries: conditions over one node of a network (a layer), the named
+predicates that are its escape hatch, and what the network is without the nodes that set an entry off.
+
+A trigger is a table of conditions that must all hold for one node (docs/known-issues.md lists every key and
+predicate); an entry is set off when any of its triggers matches any node.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.reduce import without_layers
 from fuzz.generate.spec import LayerSpec, NetSpec
-from fuzz.registry.issue import KnownIssue, LayerTrigger
+
+NodePredicate = Callable[[NetSpec, int], bool]
 
 
-def layer_issue(
-    id: str,
-    description: str,
-    failure_classes: tuple[str, ...],
-    trigger: LayerTrigger,
-    without_trigger: Callable[[NetSpec], NetSpec] | None = None,
-) -> KnownIssue:
-    """An issue set off by single layers (``trigger(spec, index)``); by default removed by deleting those layers."""
-    return KnownIssue(
-        id,
-        description,
-        failure_classes,
-        lambda spec: any(trigger(spec, i) for i in range(len(spec.layers))),
-        without_trigger
-        or (lambda spec: without_layers(spec, [i for i in range(len(spec.layers)) if trigger(spec, i)])),
-    )
-
-
-def as_linear(trigger: LayerTrigger) -> Callable[[NetSpec], NetSpec]:
-    """Replace each layer ``trigger`` accepts (a Linear followed by an in-place activation) by its Linear."""
-
-    def strip(spec: NetSpec) -> NetSpec:
-        layers = [
-            LayerSpec("linear", {"out_features": layer.params["out_features"], "bias": True}, layer.frozen)
-            if trigger(spec, i)
-            else layer
-            for i, layer in enumerate(spec.layers)
-        ]
-        return replace(spec, layers=layers)
-
-    return strip
-
-
-def is_inplace_silu(spec: NetSpec, index: int) -> bool:
-    return spec.layers[index].kind == "linear_silu_inplace"
-
-
-def inplace_activation_after_narrow(spec: NetSpec, index: int) -> bool:
-    """A Linear with an in-place activation (not the residual) after a narrow_swap."""
-    return spec.layers[index].kind in ("linear_relu_inplace", "linear_silu_inplace") and any(
-        earlier.kind == "narrow_swap" for earlier in spec.layers[:index]
-    )
-
-
-def thunder_runs_it(spec: NetSpec) -> bool:
-    """Whether thunder compiles the network and is judged against eager: dynamo runs a network with a
-    checkpoint_sequential eagerly, and a random network is judged against thunder itself."""
-    return not spec.random and not any(c.api == "sequential" for c in spec.checkpoints)
+class EntryError(ValueError):
+    """A known-issue entry whose file does not say a claim the registry can read (the message names file and key)."""
 
 
 def in_compiled_checkpoint(spec: NetSpec, index: int) -> bool:
@@ -67,89 +27,33 @@ def in_compiled_checkpoint(spec: NetSpec, index: int) -> bool:
     return any(c.start <= index < c.stop and c.api != "sequential" for c in spec.checkpoints)
 
 
-def dropout_layer_in_compiled_checkpoint(spec: NetSpec, index: int) -> bool:
-    return spec.device == "cpu" and LAYER_KINDS[spec.layers[index].kind].random and in_compiled_checkpoint(spec, index)
+def under_autocast(spec: NetSpec, index: int) -> bool:
+    return spec.autocast == "forward" or (spec.autocast == "checkpoints" and spec.checkpointed(index))
 
 
-def dropout_in_compiled_checkpoint(spec: NetSpec) -> bool:
-    """A transformers model on CPU with dropout in its checkpointed layers."""
-    return spec.device == "cpu" and spec.model is not None and spec.model.dropout > 0 and spec.model.checkpointing
+# Kinds that compute an activation inside them, beyond the kind, op or MLP activation of that name: SwiGLU computes
+# silu(fc_1(x)) * fc_2(x), the transformer and decoder blocks hold one, the conv blocks call F.silu.
+_KINDS_HOLDING = {
+    "silu": ("linear_silu_inplace", "swiglu", "transformer_block", "decoder_block", "conv_block", "unet_block"),
+}
+_IMPLIED_BY = {"sigmoid": ("silu",)}  # a silu is x * sigmoid(x)
 
 
-def op_layer(ops: tuple[str, ...], where: Callable[[dict], bool] = lambda params: True) -> LayerTrigger:
-    """A trigger: an op layer (fuzz.generate.ops) of one of ``ops`` whose params satisfy ``where``."""
-    return lambda spec, i: spec.layers[i].params.get("op") in ops and where(spec.layers[i].params)
+def computes(layer: LayerSpec, activation: str) -> bool:
+    """Whether ``layer`` computes ``activation``: its own kind, its op, an MLP's activation, a kind holding one, or an
+    activation that computes it."""
+    return (
+        layer.kind == activation
+        or layer.kind in _KINDS_HOLDING.get(activation, ())
+        or layer.params.get("op") == activation
+        or (layer.kind in ("mlp", "residual") and layer.params.get("activation") == activation)
+        or any(computes(layer, implying) for implying in _IMPLIED_BY.get(activation, ()))
+    )
 
 
 def float_tensor_args(params: dict) -> list[dict]:
+    """An op layer's tensor arguments (fuzz.generate.ops literals), positional then keyword."""
     return [a for a in [*params["args"], *params["kwargs"].values()] if isinstance(a, dict) and "tensor" in a]
-
-
-# In-place ops whose gradient thunderfx gets wrong (or crashes on) outside checkpoints, measured with
-# Linear -> adapt -> clone -> op_ (see inplace-op-on-clone-wrong-grad).
-INPLACE_WRONG = frozenset(
-    "abs acos asin atan cos cosh digamma erf erfc erfinv exp2 expm1 sin sinh sqrt lgamma log log10 log1p log2 "
-    "square copysign fmod div remainder prims_remainder".split()
-)
-
-
-def view_update(where: Callable[[dict, bool], bool]) -> LayerTrigger:
-    """A trigger: an in-place update through a view (`view_update`, `input_update`) whose params satisfy ``where``
-    (its second argument: whether the layer runs in a compiled checkpoint)."""
-    return lambda spec, i: (
-        spec.layers[i].kind in ("view_update", "input_update")
-        and where(spec.layers[i].params, in_compiled_checkpoint(spec, i))
-    )
-
-
-# Ops whose output can far exceed their input's range (inputs are mapped into thunder's sample ranges).
-EXPLOSIVE = frozenset(
-    "sinh cosh exp exp2 expm1 pow square tan reciprocal ldexp lgamma digamma polygamma zeta div true_divide".split()
-)
-
-
-def applies(activation: str, *kinds: str) -> Callable[[LayerSpec], bool]:
-    """Whether a layer applies ``activation``: its own kind, the op, an MLP's activation, or one of ``kinds``."""
-    return lambda layer: (
-        layer.kind in (activation, *kinds)
-        or layer.params.get("op") == activation
-        or (layer.kind in ("mlp", "residual") and layer.params.get("activation") == activation)
-    )
-
-
-# SwiGLU computes silu(fc_1(x)) * fc_2(x); the transformer and decoder blocks hold one; the conv blocks call F.silu.
-applies_silu = applies(
-    "silu", "linear_silu_inplace", "swiglu", "transformer_block", "decoder_block", "conv_block", "unet_block"
-)
-
-
-def applies_sigmoid(layer: LayerSpec) -> bool:
-    """A sigmoid, or a silu (x sigmoid(x))."""
-    return applies("sigmoid")(layer) or applies_silu(layer)
-
-
-applies_gelu = applies("gelu")
-
-
-ATTENTION_KINDS = ("attention", "transformer_block", "decoder_block")
-
-
-def stride(params: dict) -> object:
-    """A pooling call's stride: keyword, third positional argument, or the default None."""
-    return params["kwargs"].get("stride", params["args"][2] if len(params["args"]) > 2 else None)
-
-
-def masks_a_whole_row(literal: object) -> bool:
-    """A boolean tensor literal (fuzz.generate.ops) with a row that is all False."""
-    if not (isinstance(literal, dict) and literal.get("dtype") == "bool"):
-        return False
-
-    def rows(values: object) -> list:
-        if isinstance(values, list) and values and not isinstance(values[0], list):
-            return [values]
-        return [row for item in values for row in rows(item)] if isinstance(values, list) else []
-
-    return any(not any(row) for row in rows(literal["values"]))
 
 
 def ints(literal: object) -> list[int]:
@@ -163,3 +67,173 @@ def ints(literal: object) -> list[int]:
     if isinstance(literal, dict) and "tensor" not in literal:
         return [i for item in literal.values() for i in ints(item)]
     return []
+
+
+def _masks_a_whole_row(literal: object) -> bool:
+    """A boolean tensor literal with a row that is all False."""
+    if not (isinstance(literal, dict) and literal.get("dtype") == "bool"):
+        return False
+
+    def rows(values: object) -> list:
+        if isinstance(values, list) and values and not isinstance(values[0], list):
+            return [values]
+        return [row for item in values for row in rows(item)] if isinstance(values, list) else []
+
+    return any(not any(row) for row in rows(literal["values"]))
+
+
+def _op_params(where: Callable[[dict], bool]) -> NodePredicate:
+    return lambda spec, i: "op" in spec.layers[i].params and where(spec.layers[i].params)
+
+
+# The escape hatch: conditions the vocabulary cannot say, each named here and listed in docs/known-issues.md.
+NODE_PREDICATES: dict[str, NodePredicate] = {
+    "zero-dim-tensor-partner": _op_params(lambda p: any(a["tensor"] == [] for a in float_tensor_args(p)[1:])),
+    "all-tensors-zero-dim": _op_params(lambda p: all(a["tensor"] == [] for a in float_tensor_args(p))),
+    "unbatched-first-tensor": _op_params(lambda p: len(float_tensor_args(p)[0]["tensor"]) == 1),
+    "zero-in-size-args": _op_params(lambda p: 0 in ints(p["args"][1:])),
+    "negative-padding": _op_params(lambda p: any(i < 0 for i in ints([*p["args"][1:2], p["kwargs"].get("pad")]))),
+    # A pooling call's stride: keyword, third positional argument, or the default None.
+    "stride-none": _op_params(lambda p: p["kwargs"].get("stride", (p["args"] + [None] * 3)[2]) is None),
+    "reduces-over-a-dim": _op_params(lambda p: len(p["args"]) > 1 or "dim" in p["kwargs"]),
+    "masks-a-whole-row": _op_params(lambda p: any(_masks_a_whole_row(a) for a in [*p["args"], *p["kwargs"].values()])),
+    "one-feature-per-head-batched": lambda spec, i: (
+        spec.batch >= 2 and spec.layers[i].params["heads"] == spec.widths()[i] >= 2
+    ),
+}
+
+
+def _judged_against_eager(spec: NetSpec) -> bool:
+    # dynamo runs a network with a checkpoint_sequential eagerly, and a random network is judged against thunder.
+    return not spec.random and not any(c.api == "sequential" for c in spec.checkpoints)
+
+
+# Conditions over the whole network, each with the network without it (what `without_trigger` applies).
+SPEC_PREDICATES: dict[str, tuple[Callable[[NetSpec], bool], Callable[[NetSpec], NetSpec] | None]] = {
+    "reentrant-checkpoint": (
+        lambda spec: any(c.use_reentrant for c in spec.checkpoints),
+        lambda spec: replace(spec, checkpoints=[replace(c, use_reentrant=False) for c in spec.checkpoints]),
+    ),
+    "nested-checkpoint": (
+        lambda spec: any(c.nested for c in spec.checkpoints),
+        lambda spec: replace(spec, checkpoints=[replace(c, nested=False) for c in spec.checkpoints]),
+    ),
+    "model-dropout-in-checkpoints": (
+        lambda spec: spec.model is not None and spec.model.dropout > 0 and spec.model.checkpointing,
+        lambda spec: replace(spec, model=replace(spec.model, dropout=0.0)),
+    ),
+    # A condition on a node's network, not a trigger of its own: taking it out is taking the node out.
+    "judged-against-eager": (_judged_against_eager, None),
+}
+
+
+def _as_linear(layer: LayerSpec) -> LayerSpec:
+    return LayerSpec("linear", {"out_features": layer.params["out_features"], "bias": True}, layer.frozen)
+
+
+# How a triggering node is taken out; deleting it is the default.
+WITHOUT = {"delete": None, "as-linear": _as_linear}
+
+
+def _one_of(value: object, allowed: object) -> bool:
+    return value in allowed if isinstance(allowed, list) else value == allowed
+
+
+def _params_hold(params: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    return all(key in params and _one_of(params[key], value) for key, value in wanted.items())
+
+
+def _params_differ(params: Mapping[str, Any], unwanted: Mapping[str, Any]) -> bool:
+    return not any(key in params and _one_of(params[key], value) for key, value in unwanted.items())
+
+
+# The keys of a trigger about the whole network: a test of (spec, the key's value).
+_NETWORK_CONDITIONS: dict[str, Callable[[NetSpec, Any], bool]] = {
+    "dtype": lambda spec, v: _one_of(spec.dtype, v),
+    "device": lambda spec, v: _one_of(spec.device, v),
+    "token_input": lambda spec, v: (spec.vocab is not None) == v,
+    "network": lambda spec, v: all(SPEC_PREDICATES[name][0](spec) for name in _names(v)),
+}
+# The keys about one node: a test of (spec, node index, the key's value).
+_NODE_CONDITIONS: dict[str, Callable[[NetSpec, int, Any], bool]] = {
+    "kind": lambda spec, i, v: _one_of(spec.layers[i].kind, v),
+    "op": lambda spec, i, v: _one_of(spec.layers[i].params.get("op"), v),
+    "computes": lambda spec, i, v: computes(spec.layers[i], v),
+    "params": lambda spec, i, v: _params_hold(spec.layers[i].params, v),
+    "params_not": lambda spec, i, v: _params_differ(spec.layers[i].params, v),
+    "random": lambda spec, i, v: LAYER_KINDS[spec.layers[i].kind].random == v,
+    "checkpoint": lambda spec, i, v: in_compiled_checkpoint(spec, i) == (v == "inside"),
+    "autocast": lambda spec, i, v: under_autocast(spec, i) == v,
+    # In a sequential network a node reads every node before it, and is read by every node after it.
+    "reads": lambda spec, i, v: any(node_matches(spec, j, v) for j in range(i)),
+    "read_by": lambda spec, i, v: any(node_matches(spec, j, v) for j in range(i + 1, len(spec.layers))),
+    "predicate": lambda spec, i, v: all(NODE_PREDICATES[name](spec, i) for name in _names(v)),
+}
+TRIGGER_KEYS = frozenset(_NETWORK_CONDITIONS) | frozenset(_NODE_CONDITIONS) | {"without"}
+_CHOICES = {"checkpoint": ("inside", "outside"), "predicate": NODE_PREDICATES, "network": SPEC_PREDICATES,
+            "without": WITHOUT}  # fmt: skip
+
+
+def _names(value: str | list[str]) -> list[str]:
+    return value if isinstance(value, list) else [value]
+
+
+def is_network_trigger(trigger: Mapping[str, Any]) -> bool:
+    """A trigger set off by the network as a whole (``network`` naming a condition with its own undoing, and
+    nothing about a node), not by a node."""
+    return (
+        "network" in trigger
+        and trigger.keys() <= _NETWORK_CONDITIONS.keys()
+        and any(SPEC_PREDICATES[name][1] is not None for name in _names(trigger["network"]))
+    )
+
+
+def _network_holds(spec: NetSpec, trigger: Mapping[str, Any]) -> bool:
+    return all(test(spec, trigger[key]) for key, test in _NETWORK_CONDITIONS.items() if key in trigger)
+
+
+def node_matches(spec: NetSpec, index: int, trigger: Mapping[str, Any]) -> bool:
+    """Whether every condition of ``trigger`` (a `check_trigger`-ed table) holds for node ``index`` of ``spec``."""
+    return _network_holds(spec, trigger) and all(
+        test(spec, index, trigger[key]) for key, test in _NODE_CONDITIONS.items() if key in trigger
+    )
+
+
+def check_trigger(trigger: object, where: str) -> None:
+    """Raise `EntryError` (one line, naming ``where``) when ``trigger`` is not a table of known keys and values."""
+    if not isinstance(trigger, dict):
+        raise EntryError(f"{where}: a trigger is a table of conditions, got {trigger!r}")
+    for key, value in trigger.items():
+        if key not in TRIGGER_KEYS:
+            raise EntryError(f"{where}: unknown trigger key {key!r}; known: {', '.join(sorted(TRIGGER_KEYS))}")
+        if key in ("reads", "read_by"):
+            check_trigger(value, f"{where}.{key}")
+        if key in _CHOICES and not all(name in _CHOICES[key] for name in _names(value)):
+            raise EntryError(f"{where}: {key} = {value!r} is not one of {', '.join(_CHOICES[key])}")
+    if "network" in trigger and not is_network_trigger(trigger) and trigger.keys() <= _NETWORK_CONDITIONS.keys():
+        raise EntryError(f"{where}: network = {trigger['network']!r} only narrows a node trigger; name a node too")
+
+
+def triggered(spec: NetSpec, trigger: Mapping[str, Any]) -> bool:
+    """Whether ``trigger`` holds for ``spec``: as a network trigger, or for some node."""
+    if is_network_trigger(trigger):
+        return _network_holds(spec, trigger)
+    return any(node_matches(spec, i, trigger) for i in range(len(spec.layers)))
+
+
+def without_triggers(spec: NetSpec, triggers: list[Mapping[str, Any]]) -> NetSpec:
+    """``spec`` with what sets ``triggers`` off taken out: each network trigger that holds undone, then each node a
+    trigger matches deleted or replaced (its first matching trigger's ``without``)."""
+    for trigger in triggers:
+        if is_network_trigger(trigger) and _network_holds(spec, trigger):
+            for name in _names(trigger["network"]):
+                spec = SPEC_PREDICATES[name][1](spec)
+    node_triggers = [t for t in triggers if not is_network_trigger(t)]
+    undo = {}
+    for i in range(len(spec.layers)):
+        matching = [t for t in node_triggers if node_matches(spec, i, t)]
+        if matching:
+            undo[i] = WITHOUT[matching[0].get("without", "delete")]
+    layers = [undo[i](layer) if undo.get(i) else layer for i, layer in enumerate(spec.layers)]
+    deleted = [i for i, how in undo.items() if how is None]
+    return without_layers(replace(spec, layers=layers), deleted)

@@ -1,0 +1,95 @@
+"""Known-issue entries are data: a claim in entry.toml, triggers in a small vocabulary over nodes, read by one loader."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
+from fuzz.registry.known_issues import KNOWN_ISSUES, load_entry, load_registry
+from fuzz.registry.triggers import NODE_PREDICATES, SPEC_PREDICATES, TRIGGER_KEYS, EntryError
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "known-issues.md"
+
+TANH_IN_CHECKPOINT = """
+[issue]
+description = "tanh inside a checkpoint"
+classes = ["gradient-divergence"]
+
+[[issue.trigger]]
+kind = "tanh"
+checkpoint = "inside"
+"""
+
+
+def _entry(root: Path, name: str, text: str) -> Path:
+    (root / name).mkdir()
+    (root / name / "entry.toml").write_text(text)
+    return root / name
+
+
+def test_a_new_entry_is_a_folder_with_an_entry_file_and_no_python(tmp_path):
+    _entry(tmp_path, "tanh-in-checkpoint", TANH_IN_CHECKPOINT)
+    (issue,) = load_registry(tmp_path)
+    spec = NetSpec(features=2, layers=[LayerSpec("relu"), LayerSpec("tanh")], checkpoints=[CheckpointSpec(1, 2)])
+    assert (issue.id, issue.failure_classes, issue.slow) == ("tanh-in-checkpoint", ("gradient-divergence",), False)
+    assert issue.applies(spec)
+    assert not issue.applies(NetSpec(features=2, layers=[LayerSpec("tanh")]))  # outside any checkpoint
+    assert issue.without_trigger(spec) == NetSpec(features=2, layers=[LayerSpec("relu")])
+
+
+def test_a_trigger_speaks_of_what_a_node_reads_and_what_reads_it(tmp_path):
+    text = TANH_IN_CHECKPOINT.replace('checkpoint = "inside"', 'reads = { op = "exp" }\nread_by = {}')
+    issue = load_entry(_entry(tmp_path, "tanh-after-exp", text))
+    exp = LayerSpec("op", {"op": "exp", "args": [], "kwargs": {}})
+    assert issue.applies(NetSpec(features=2, layers=[exp, LayerSpec("relu"), LayerSpec("tanh"), LayerSpec("relu")]))
+    assert not issue.applies(NetSpec(features=2, layers=[exp, LayerSpec("tanh")]))  # nothing reads the tanh
+    assert not issue.applies(NetSpec(features=2, layers=[LayerSpec("tanh"), exp, LayerSpec("relu")]))
+
+
+def test_a_node_can_be_replaced_rather_than_deleted_and_a_network_trigger_is_undone(tmp_path):
+    silu = LayerSpec("linear_silu_inplace", {"out_features": 3})
+    text = TANH_IN_CHECKPOINT.replace(
+        'kind = "tanh"\ncheckpoint = "inside"', 'kind = "linear_silu_inplace"\nwithout = "as-linear"'
+    )
+    text += '\n[[issue.trigger]]\nnetwork = "reentrant-checkpoint"\n'
+    issue = load_entry(_entry(tmp_path, "silu", text))
+    spec = NetSpec(features=2, layers=[silu], checkpoints=[CheckpointSpec(0, 1, use_reentrant=True)])
+    stripped = issue.without_trigger(spec)
+    assert stripped.layers == [LayerSpec("linear", {"out_features": 3, "bias": True})]
+    assert not stripped.checkpoints[0].use_reentrant and not issue.applies(stripped)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("[issue]\ndescription = 1", "needs exactly"),
+        ("description = 'no table'", "no [issue] table"),
+        ("[issue", "cannot read the entry"),
+        (TANH_IN_CHECKPOINT.replace("gradient-divergence", "wrong-answer"), "classes must be among"),
+        (TANH_IN_CHECKPOINT.replace("kind =", "layer_kind ="), "unknown trigger key 'layer_kind'"),
+        (TANH_IN_CHECKPOINT.replace('"inside"', '"within"'), "checkpoint = 'within' is not one of inside, outside"),
+        (TANH_IN_CHECKPOINT + 'predicate = "tanh-is-odd"', "predicate = 'tanh-is-odd' is not one of"),
+        (TANH_IN_CHECKPOINT + 'reads = { opp = "exp" }', "trigger 1.reads: unknown trigger key 'opp'"),
+        (TANH_IN_CHECKPOINT + '\n[[issue.trigger]]\nnetwork = "judged-against-eager"', "name a node too"),
+    ],
+)
+def test_a_bad_entry_is_a_one_line_error_naming_its_file_and_what_is_wrong(tmp_path, text, says):
+    with pytest.raises(EntryError) as error:
+        load_entry(_entry(tmp_path, "bad", text))
+    assert str(tmp_path / "bad" / "entry.toml") in str(error.value) and says in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_every_key_and_named_predicate_is_documented_and_every_predicate_is_used():
+    docs = DOCS.read_text()
+    for name in [*TRIGGER_KEYS, *NODE_PREDICATES, *SPEC_PREDICATES]:
+        assert re.search(rf"`{re.escape(name)}`", docs), f"{name} is not in {DOCS.name}"
+    used = {
+        name
+        for issue in KNOWN_ISSUES
+        for trigger in issue.triggers
+        for key in ("predicate", "network")
+        for name in ([trigger[key]] if isinstance(trigger.get(key), str) else trigger.get(key, []))
+    }
+    assert used == set(NODE_PREDICATES) | set(SPEC_PREDICATES), "a named predicate no entry uses is dead code"
