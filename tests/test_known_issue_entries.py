@@ -1,4 +1,4 @@
-"""Known-issue entries are data: a claim in entry.toml, triggers in a small vocabulary over nodes, read by one loader."""
+"""Known-issue entries are data: a claim in entry.toml, triggers in a vocabulary over nodes, read by one loader."""
 
 import re
 from pathlib import Path
