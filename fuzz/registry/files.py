@@ -1,7 +1,7 @@
 """The files of the known-issue registry: ``known_issues/<id>/{spec.json,repro.py,failure.txt,triage.txt}``.
 
 ``python -m fuzz.registry.files`` rewrites every entry's repro.py from its other files, after a
-change to the builder or the repro template (tests fail on stale repros); with ``--rerun`` it
+change to the builder or the repro body (`fuzz.report.repro_script`; tests fail on stale repros); with ``--rerun`` it
 first re-runs each entry that is not slow and records its failure and triage anew.
 """
 
@@ -47,7 +47,7 @@ def recorded_spec(issue_id: str) -> NetSpec:
 
 
 def expected_repro(issue_id: str) -> str:
-    """The repro.py the current builder and template write for the entry."""
+    """The repro.py the current builder and repro writer write for the entry."""
     return repro_source(recorded_spec(issue_id), recorded_failure(issue_id), "fixed")
 
 

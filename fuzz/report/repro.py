@@ -11,127 +11,20 @@ import fuzz.judge.parity
 import fuzz.run.passes
 from fuzz.fix import describe, meta_preserving
 from fuzz.generate.spec import NetSpec
-from fuzz.judge.oracle import ExampleTimeout, ParityFailure
+from fuzz.judge.oracle import ParityFailure
 from fuzz.model_builder import network_source
+from fuzz.report import repro_script
 
-_REPRO_MAIN = """
-
-def _verdict():
-    \"\"\"(failure class or "pass", the crash signature for a crash, else "") of thunderfx on this network.\"\"\"
-    import copy
-    import traceback
-
-    import thunder.dynamo.utils
-    import thunder.extend
-    from thunder.dynamo import thunderfx
-
-    if CONVERTER == "fixed":
-        stock = thunder.dynamo.utils._checkpoint_function_converter
-        thunder.dynamo.utils._checkpoint_function_converter = meta_preserving(stock)
-    if EXECUTORS:  # else thunder's default executors
-        thunder.extend.set_default_executors([thunder.extend.get_executor(name) for name in EXECUTORS])
-    net, x, cotangent = make_example()
-    if TIME_LIMIT_S is not None:
-        # Thunder's first compile in a process pays one-off set-up, which the campaign's limit did not count (it runs
-        # a time-out once more before counting it): a one-layer network pays it before any clock starts.
-        warm_up = torch.nn.Linear(1, 1, device=DEVICE, dtype=DTYPE)
-        thunderfx(warm_up)(torch.ones(1, 1, device=DEVICE, dtype=DTYPE)).sum().backward()
-    try:
-        if RANDOM:
-            # Eager and thunder draw different random streams: the expected result is thunderfx's
-            # own run of the same network without checkpoints, under the same seed.
-            plain, _, _ = make_example(checkpointing=False)
-            expected = _limited(lambda: forward_backward(thunderfx(plain), plain, fresh_input(x), cotangent))
-            reference, probe = None, None
-        thunder_net = copy.deepcopy(net)
-        result = _limited(lambda: forward_backward(thunderfx(thunder_net), thunder_net, fresh_input(x), cotangent))
-    except Exception as error:
-        traceback.print_exc()
-        return "thunder-crash", crash_signature(type(error).__name__, str(error))
-    up = None
-    if not RANDOM:
-        eager_net = copy.deepcopy(net)
-        expected = forward_backward(eager_net, eager_net, fresh_input(x), cotangent)
-        reference = float64_reference(net, x, cotangent) if DTYPE != torch.float64 else None
-        probe = lambda: nudged_runs(net, x, cotangent)  # noqa: E731
-        if reference is not None:
-            up = lambda: right_one_precision_up(_thunderfx_run, net, x, cotangent, reference)  # noqa: E731
-    forward, gradients = compare(result, expected, reference, probe)
-    for line in forward + gradients:
-        print(line)
-    return failure_class(forward, gradients, up) or "pass", ""
+# A repro.py's body is fuzz.report.repro_script's source without its docstring and its in-package definitions.
+_BEGIN = "# repro.py: begin of the definitions."
+_END = "# repro.py: end of the definitions.\n"
 
 
-def _limited(thunderfx_run):
-    \"\"\"``thunderfx_run()``; for a recorded time-out, each run under the recorded limit, as in the campaign.\"\"\"
-    if TIME_LIMIT_S is None:
-        return thunderfx_run()
-    import threading
-
-    watchdog = threading.Timer(TIME_LIMIT_S, _ran_past_the_time_limit)
-    watchdog.daemon = True
-    watchdog.start()
-    try:
-        return thunderfx_run()
-    finally:
-        watchdog.cancel()
-
-
-def _ran_past_the_time_limit():
-    print(f"REPRODUCED: timeout (thunderfx ran past the time limit of {TIME_LIMIT_S:g} s)", flush=True)
-    os._exit(1)  # thunderfx's run is not waited for: it may take many minutes more
-
-
-def _thunderfx_run(net, x, cotangent):
-    \"\"\"thunderfx's `forward_backward` of ``net``, or None where it raised.\"\"\"
-    from thunder.dynamo import thunderfx
-
-    try:
-        return forward_backward(thunderfx(net), net, fresh_input(x), cotangent)
-    except Exception:
-        return None
-
-
-def main():
-    try:
-        verdict, signature = _verdict()
-    except Exception:
-        import traceback
-
-        traceback.print_exc()
-        print("COULD NOT RUN: the repro failed outside thunderfx's run")
-        return 2
-    if verdict == "pass":
-        print(f"NOT REPRODUCED: thunderfx matches {'itself without checkpoints' if RANDOM else 'eager'}")
-        return 0
-    if (verdict, signature) == (EXPECTED_CLASS, EXPECTED_ERROR):
-        print(f"REPRODUCED: {verdict} {signature}".rstrip())
-        return 1
-    print(f"OTHER FAILURE: {verdict} {signature} where {EXPECTED_CLASS} {EXPECTED_ERROR} was recorded")
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-"""
-
-
-# First in every repro.py: an exception before `main` (an import that fails) exits 2, not Python's 1.
-_REPRO_PRELUDE = """from __future__ import annotations
-
-import os
-import sys
-
-
-def _could_not_run(kind, value, tb):
-    sys.__excepthook__(kind, value, tb)
-    print("COULD NOT RUN: the repro failed before thunderfx ran", flush=True)
-    sys.stderr.flush()
-    os._exit(2)
-
-
-sys.excepthook = _could_not_run
-"""
+def _script_parts() -> tuple[str, str]:
+    """`fuzz.report.repro_script`'s source before its definitions (its docstring cut) and after them."""
+    source = inspect.getsource(repro_script)
+    head, rest = source.split(_BEGIN)
+    return head.split('"""\n\n', 1)[1].rstrip("\n") + "\n", rest.split(_END)[1]
 
 
 def repro_source(spec: NetSpec, failure: ParityFailure, converter: str, executors: Sequence[str] = ()) -> str:
@@ -144,6 +37,8 @@ def repro_source(spec: NetSpec, failure: ParityFailure, converter: str, executor
     """
     summary = str(failure).splitlines()[0] if str(failure) else ""
     converter_source = inspect.getsource(meta_preserving) if converter == "fixed" else ""
+    values = repro_script.constants(spec, failure, converter, executors)
+    head, tail = _script_parts()
     return (
         f'"""Repro: {failure.failure_class} ({failure.triage}) of thunderfx against eager PyTorch.\n\n'
         f"Found with {found_with(converter)}.\n"
@@ -151,15 +46,14 @@ def repro_source(spec: NetSpec, failure: ParityFailure, converter: str, executor
         "Exit status: 0 thunderfx matches, 1 this failure reproduces, 2 anything else (could not run, another "
         f"failure).\nNeeds only torch{', transformers' if spec.model else ''} and lightning-thunder.\n"
         '"""\n\n'
-        + _REPRO_PRELUDE
+        + head
         + network_source(spec)
-        + f"\n\nCONVERTER = {converter!r}\nEXECUTORS = {list(executors)!r}\nRANDOM = {spec.random}\n"
-        + f"EXPECTED_CLASS = {failure.failure_class!r}\n"
-        + f"EXPECTED_ERROR = {getattr(failure, 'crash_signature', '')!r}\n"
-        + f"TIME_LIMIT_S = {failure.limit_s if isinstance(failure, ExampleTimeout) else None!r}\n\n\n"
+        + "\n\n"
+        + "".join(f"{name} = {value!r}\n" for name, value in values.items())
+        + "\n\n"
         + oracle_source()
         + ("\n\n\n" + converter_source if converter_source else "")
-        + _REPRO_MAIN
+        + tail
     )
 
 

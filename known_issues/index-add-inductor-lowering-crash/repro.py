@@ -19,7 +19,8 @@ def _could_not_run(kind, value, tb):
     os._exit(2)
 
 
-sys.excepthook = _could_not_run
+if __name__ == "__main__":  # first in a repro.py: an exception before `main` (an import that fails) exits 2, not 1
+    sys.excepthook = _could_not_run
 import functools
 
 import torch
