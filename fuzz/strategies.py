@@ -16,6 +16,7 @@ from typing import Any
 from hypothesis import assume
 from hypothesis import strategies as st
 
+from fuzz.generate import axes
 from fuzz.generate.kind import Incoming, LayerKind, Param
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.op_catalog import OpCall, catalog
@@ -74,6 +75,9 @@ def layer_specs(
     takers = [kind for kind in kinds if kind.takes(incoming)]
     if op_calls and (not takers or draw(st.integers(0, 1))):
         call = draw(st.sampled_from(op_calls))
+        # Half the time one argument axis varied (fuzz.generate.axes); shrinks to thunder's sample call.
+        if call.mutations and draw(st.booleans()):
+            return LayerSpec(call.kind, axes.mutated(call.params, draw(st.sampled_from(call.mutations))))
         return LayerSpec(call.kind, call.params)
     # By name, in registry order: a kind added at the end of `LAYER_KINDS` leaves every saved choice naming the kind
     # it named before (tests/test_strategies.py), so a fleet's year-old database entries keep their networks.

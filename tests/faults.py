@@ -56,6 +56,17 @@ def scaled_gradient_in(op, factor: float, dtypes: tuple[str, ...] = ("bfloat16",
     return faulty
 
 
+def _non_last_dim_gradient_x2(op):
+    """softmax whose gradient is doubled when it reduces over a dim other than the last (no OpInfo sample does)."""
+    scaled = _scaled_gradient(op, 2.0)
+
+    def faulty(a, *args, **kwargs):
+        dim, rank = kwargs.get("dim", args[0] if args else -1), max(a.ndim, 1)
+        return (scaled if dim % rank != rank - 1 else op)(a, *args, **kwargs)
+
+    return faulty
+
+
 def _slope_gradient_x2(op):
     """leaky_relu whose gradient is doubled when it is called with a non-default negative_slope."""
 
@@ -165,6 +176,8 @@ FAULTS = {
     "sdpa-grad-x2": (F.scaled_dot_product_attention, lambda op: _scaled_gradient(op, 2.0)),
     # Only one argument of one op of the op family: leaky_relu with a non-default negative_slope.
     "leaky-relu-slope-grad-x2": (F.leaky_relu, _slope_gradient_x2),
+    # Only an argument value no sample of its op has: torch.softmax over a dim other than the last.
+    "softmax-non-last-dim-grad-x2": (torch.softmax, _non_last_dim_gradient_x2),
     # Process-level failures, once per campaign (needs $FUZZ_FAULT_MARKER).
     "tanh-segfault-once": (torch.tanh, lambda op: _once(op, _segfault)),
     "tanh-hang-once": (torch.tanh, lambda op: _once(op, _hang)),

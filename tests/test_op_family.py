@@ -125,4 +125,7 @@ def test_the_sweep_finds_exactly_the_faulty_argument_variants(tmp_path):
     assert faulty and len(failing) == len(faulty), summary["failures"]
     assert all(s.layers[0].params["kwargs"].get("negative_slope") == 0.5 for s in failing)
     assert summary["harness_errors"] == [] and summary["result"] == f"failed: {len(faulty)} failure(s)"
-    assert summary["examples"] == len(calls) and summary["op_family"]["share_in_compiled_checkpoint"] == 1.0
+    # Every sample call, then each argument axis value class of each op (fuzz.generate.axes).
+    cases = sweep_specs("cpu", DTYPES, ops=["leaky_relu", "relu"])
+    assert summary["examples"] == len(cases) > len(calls)
+    assert summary["op_family"]["share_in_compiled_checkpoint"] == 1.0

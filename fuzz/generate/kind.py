@@ -33,6 +33,7 @@ class Param:
     choices: tuple[str, ...] = ()
     low: int = 1
     high: int = 1
+    optional: bool = False  # may be left out of a layer's params (a spec written before it existed stays valid)
 
     def is_valid(self, value: Any, width: int) -> bool:
         if self.domain == "dim":

@@ -90,6 +90,8 @@ OP_PARAMS = (
     Param("target", "name"),
     Param("args", "literal"),
     Param("kwargs", "literal"),
+    # How the call differs from thunder's sample (`fuzz.generate.axes`): absent for the sample itself.
+    Param("mutation", "literal", optional=True),
 )
 
 

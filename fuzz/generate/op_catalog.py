@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.cache import cache_root
-from fuzz.generate import literals, ops
+from fuzz.generate import axes, literals, ops
 from fuzz.generate.literals import NotLiteral, encode, explicit_arguments, shape_free, size_order
 from fuzz.generate.spec import DTYPES
 
@@ -47,6 +47,8 @@ class OpCall:
     kwargs: dict
     dtypes: tuple[str, ...]
     variant: int  # index among the op's variants: 0 is the simplest (fewest explicit arguments)
+    # `fuzz.generate.axes` mutations of the call that run eagerly in float32 and float64, in `axes.AXES` order.
+    mutations: tuple[dict, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -159,6 +161,30 @@ def _runs_eagerly(form: str, target: str, args: list, kwargs: dict, dtype: str) 
     return None
 
 
+_MUTATION_DTYPES = ("float32", "float64")  # a network's own dtype and its reference's; others are checked per spec
+
+
+def _valid_mutations(form: str, target: str, args: list, kwargs: dict) -> tuple[dict, ...]:
+    """The `fuzz.generate.axes.candidates` of a call that run eagerly in `_MUTATION_DTYPES`; an integer counts as a
+    dim only where eager rejects a dim out of range as such (learned from eager's own error, once per place)."""
+    params = {"args": args, "kwargs": kwargs}
+    dims: dict[str, bool] = {}
+    kept = []
+    for mutation in axes.candidates(args, kwargs):
+        if mutation["axis"] == "dim":
+            place = json.dumps(mutation["edits"][-1]["at"])
+            if place not in dims:
+                probe = axes.mutated(params, axes.out_of_range_dim(mutation))
+                reason = _runs_eagerly(form, target, probe["args"], probe["kwargs"], "float32") or ""
+                dims[place] = "Dimension out of range" in reason
+            if not dims[place]:
+                continue
+        changed = axes.mutated(params, mutation)
+        if all(_runs_eagerly(form, target, changed["args"], changed["kwargs"], d) is None for d in _MUTATION_DTYPES):
+            kept.append(mutation)
+    return tuple(kept)
+
+
 def _op_dtypes(opinfo) -> set[str]:
     return {str(d).removeprefix("thunder.dtypes.") for d in opinfo.dtypes()} & set(DTYPES)
 
@@ -262,7 +288,10 @@ def _build_catalog(opinfos: Sequence[Any] | None = None) -> Catalog:
                     passing = tuple(d for d, failure in results.items() if failure is None)
                     failures += [failure for failure in results.values() if failure]
                     if "float64" in passing:  # the float64 reference run of every dtype needs it
-                        calls.append(OpCall(opinfo.name, form, target, form_args, form_kwargs, passing, number))
+                        mutations = _valid_mutations(form, target, form_args, form_kwargs)
+                        calls.append(
+                            OpCall(opinfo.name, form, target, form_args, form_kwargs, passing, number, mutations)
+                        )
             if not any(call.op == opinfo.name for call in calls):
                 excluded[opinfo.name] = reason or f"no variant runs eagerly through the layer: {failures[:1]}"
     return Catalog(tuple(calls), tuple(mapped), excluded, _versions())
@@ -279,7 +308,7 @@ def _cache_path() -> Path:
 
     opinfos = Path(find_spec("thunder").submodule_search_locations[0]) / "tests" / "opinfos.py"
     key = [
-        *(Path(m.__file__).read_text() for m in (ops, literals)),
+        *(Path(m.__file__).read_text() for m in (ops, literals, axes)),
         Path(__file__).read_text(),
         DTYPES,
         _versions(),
@@ -294,12 +323,17 @@ def _to_dict(catalog: Catalog) -> dict[str, Any]:
         "versions": catalog.versions,
         "mapped_differentiable": list(catalog.mapped_differentiable),
         "excluded": catalog.excluded,
-        "calls": [{**vars(call), "dtypes": list(call.dtypes)} for call in catalog.calls],
+        "calls": [
+            {**vars(call), "dtypes": list(call.dtypes), "mutations": list(call.mutations)} for call in catalog.calls
+        ],
     }
 
 
 def _from_dict(data: dict[str, Any]) -> Catalog:
-    calls = tuple(OpCall(**{**call, "dtypes": tuple(call["dtypes"])}) for call in data["calls"])
+    calls = tuple(
+        OpCall(**{**call, "dtypes": tuple(call["dtypes"]), "mutations": tuple(call["mutations"])})
+        for call in data["calls"]
+    )
     return Catalog(calls, tuple(data["mapped_differentiable"]), dict(data["excluded"]), dict(data["versions"]))
 
 

@@ -35,10 +35,7 @@ def render(value: Any) -> str:
         return f"[{', '.join(render(v) for v in value)}]"
     if isinstance(value, dict):
         if "tensor" in value:
-            shape = tuple(value["tensor"])
-            if not value.get("grad", True):  # e.g. batch norm's running statistics: constants, no graph
-                return f"spread(x, {shape}, {value['low']!r}, {value['high']!r})"
-            return f"adapt(x, {shape}, {value['low']!r}, {value['high']!r}, {value['offset']})"
+            return _tensor_source(value)
         if "values" in value:
             return f"torch.tensor({value['values']!r}, dtype=torch.{value['dtype']}, device=x.device)"
         if "tuple" in value:
@@ -56,6 +53,24 @@ def render(value: Any) -> str:
     if isinstance(value, float) and not math.isfinite(value):
         return f"float({str(value)!r})"
     return repr(value)
+
+
+def _tensor_source(literal: dict[str, Any]) -> str:
+    """A float tensor literal: adapted from ``x`` (spread, for a constant), in its layout (`fuzz.generate.axes`)."""
+    shape, layout = list(literal["tensor"]), literal.get("layout")
+    made = shape  # the shape made before the layout's view
+    if layout == "transposed":
+        made = [*shape[:-2], shape[-1], shape[-2]]
+    elif layout == "strided":
+        made = [*shape[:-1], 2 * shape[-1]]
+    elif layout == "expanded":
+        made = [1 if i == next(j for j, size in enumerate(shape) if size > 1) else size for i, size in enumerate(shape)]
+    if not literal.get("grad", True):  # e.g. batch norm's running statistics: constants, no graph
+        source = f"spread(x, {tuple(made)}, {literal['low']!r}, {literal['high']!r})"
+    else:
+        source = f"adapt(x, {tuple(made)}, {literal['low']!r}, {literal['high']!r}, {literal['offset']})"
+    views = {"transposed": ".transpose(-2, -1)", "strided": "[..., ::2]", "expanded": f".expand({tuple(shape)})"}
+    return source + views.get(layout, "")
 
 
 def _arguments(args: list, kwargs: Mapping[str, Any]) -> str:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from fuzz.generate import ops
+from fuzz.generate import axes, ops
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.spec import LayerSpec, NetSpec, SpecError, validate
 
@@ -74,6 +74,17 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
     # then compares with eager, not with thunderfx without checkpoints (a model spec's only reduction but sizes).
     if spec.random and (twin := without_randomness(spec)) is not None:
         yield twin
+    # Toward thunder's sample: each op layer's varied argument put back (fuzz.generate.axes).
+    for index, layer in enumerate(spec.layers):
+        if "mutation" in layer.params:
+            yield replace(
+                spec,
+                layers=[
+                    *spec.layers[:index],
+                    replace(layer, params=axes.reverted(layer.params)),
+                    *spec.layers[index + 1 :],
+                ],
+            )
     for index in range(len(spec.layers)):
         yield _without_layer(spec, index)
     for index in range(len(spec.checkpoints)):

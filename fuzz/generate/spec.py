@@ -252,11 +252,16 @@ def validate(spec: NetSpec) -> None:
             f"{spec._shape(width, incoming.spatial)} (images need 'spatial'; see docs/spec.md)",
         )
         expected = {p.name for p in kind.params}
+        required = {p.name for p in kind.params if not p.optional}
         _require(
-            set(layer.params) == expected,
-            f"layers[{index}] ({layer.kind}): params must be exactly {sorted(expected)}, got {sorted(layer.params)}",
+            required <= set(layer.params) <= expected,
+            f"layers[{index}] ({layer.kind}): params must be exactly {sorted(required)}"
+            + (f" and optionally {sorted(expected - required)}" if expected - required else "")
+            + f", got {sorted(layer.params)}",
         )
         for param in kind.params:
+            if param.name not in layer.params:
+                continue
             value = layer.params[param.name]
             _require(
                 param.is_valid(value, width),

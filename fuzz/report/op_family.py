@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fuzz.generate.op_catalog import catalog
+from fuzz.generate.op_catalog import OpCall, catalog
 from fuzz.report.stats import CampaignStats
 
 _LISTED_OPS = 12  # ops named on the terminal; summary.json lists them all
@@ -41,7 +41,47 @@ def op_family_summary(stats: CampaignStats, kinds: Sequence[str], ops: Sequence[
             "compiled": sum(c[0] > 0 for c in stats.op_coverage.values()),
         },
         "always_fell_back": always_fell_back,
+        "axes": axis_coverage(stats, calls),
         "thunder_versions": found.versions,
+    }
+
+
+def axis_coverage(stats: CampaignStats, calls: Sequence[OpCall]) -> dict[str, Any]:
+    """Per op, the argument axes the catalog can vary (`fuzz.generate.axes`) and the value classes of each that ran
+    inside a compiled checkpoint; the share of (op, axis) pairs varied there, and why each other pair was not."""
+    offered: dict[str, dict[str, set[str]]] = {}
+    for call in calls:
+        for mutation in call.mutations:
+            offered.setdefault(call.op, {}).setdefault(mutation["axis"], set()).add(mutation["class"])
+    compiled: dict[tuple[str, str], set[str]] = {}
+    fell_back: set[tuple[str, str]] = set()
+    for cell, (ran, fallbacks) in stats.op_axis_coverage.items():
+        op, axis, value_class = cell.split("\t")
+        if ran:
+            compiled.setdefault((op, axis), set()).add(value_class)
+        elif fallbacks:
+            fell_back.add((op, axis))
+    pairs = [(op, axis) for op, by_axis in offered.items() for axis in by_axis]
+    never = {
+        f"{op} {axis}": "drawn, but thunder sent every region holding it to its fallback"
+        if (op, axis) in fell_back
+        else "not drawn in this run"
+        for op, axis in pairs
+        if (op, axis) not in compiled
+    }
+    return {
+        "pairs": len(pairs),
+        "pairs_varied_in_compiled_checkpoint": len(pairs) - len(never),
+        "share_varied_in_compiled_checkpoint": round((len(pairs) - len(never)) / len(pairs), 4) if pairs else None,
+        "never_varied": never,
+        "by_op": {
+            op: {
+                axis: {"classes": sorted(classes), "compiled": sorted(compiled.get((op, axis), ()))}
+                for axis, classes in by_axis.items()
+            }
+            for op, by_axis in offered.items()
+        },
+        "ops_without_an_axis": [op for op in dict.fromkeys(call.op for call in calls) if op not in offered],
     }
 
 
@@ -75,6 +115,12 @@ def op_family_lines(family: dict[str, Any]) -> list[str]:
         never = family["never_in_compiled_checkpoint"]
         shown = ", ".join(never[:_LISTED_OPS]) + (", ... (all: summary.json)" if len(never) > _LISTED_OPS else "")
         lines.append(f"never inside a compiled checkpoint ({len(never)}): {shown}")
+    if (axes := family["axes"])["pairs"]:
+        lines.append(
+            f"argument axes: {axes['pairs_varied_in_compiled_checkpoint']}/{axes['pairs']} (op, axis) pairs "
+            f"({axes['share_varied_in_compiled_checkpoint']:.1%}) varied inside a compiled checkpoint "
+            "(the others, with why: 'axes' in summary.json)"
+        )
     if family["always_fell_back"]:
         lines.append(
             f"{len(family['always_fell_back'])} op calls always sent their checkpoint to the fallback "

@@ -74,6 +74,8 @@ class CampaignStats:
     op_coverage: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
     op_split_reasons: defaultdict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
     op_first_compiled_s: dict[str, float] = field(default_factory=dict)  # op -> campaign time it first compiled
+    # "<op>\t<axis>\t<value class>" of varied op calls inside checkpoints (fuzz.generate.axes) -> [compiled, fell back]
+    op_axis_coverage: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
     # "<layer kind or op>\t<checkpoint api>\t<dtype>" -> [valid examples thunder compiled it in a checkpoint, fell back]
     checkpoint_grid: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
     # "<dtype>\t<thunder|eager>\t<decade>" -> valid examples whose largest relative error vs the float64 reference
@@ -121,6 +123,9 @@ class CampaignStats:
             if "op" not in layer.params or not spec.checkpointed(index):
                 continue
             key = op_key(layer.params)
+            if (mutation := layer.params.get("mutation")) and outcome.compile_report is not None:
+                cell = f"{layer.params['op']}\t{mutation['axis']}\t{mutation['class']}"
+                self.op_axis_coverage[cell][0 if outcome.compiled else 1] += 1
             if outcome.compiled:
                 self.op_coverage[key][0] += 1
                 self.op_first_compiled_s.setdefault(layer.params["op"], round(elapsed_s, 1))
@@ -196,6 +201,7 @@ class CampaignStats:
             "op_coverage": dict(sorted(self.op_coverage.items())),
             "op_split_reasons": {key: dict(reasons) for key, reasons in sorted(self.op_split_reasons.items())},
             "op_first_compiled_s": self.op_first_compiled_s,
+            "op_axis_coverage": dict(sorted(self.op_axis_coverage.items())),
             "checkpoint_grid": dict(sorted(self.checkpoint_grid.items())),
             "error_decades": dict(sorted(self.error_decades.items())),
             "timeline": dict(sorted(self.timeline.items())),
@@ -233,6 +239,7 @@ class CampaignStats:
                 Counter, {key: Counter(reasons) for key, reasons in data.get("op_split_reasons", {}).items()}
             ),
             op_first_compiled_s=dict(data.get("op_first_compiled_s", {})),
+            op_axis_coverage=defaultdict(lambda: [0, 0], data.get("op_axis_coverage", {})),
             checkpoint_grid=defaultdict(lambda: [0, 0], data.get("checkpoint_grid", {})),
             error_decades=Counter(data.get("error_decades", {})),
             timeline=Counter(data.get("timeline", {})),
@@ -261,8 +268,12 @@ class CampaignStats:
             self.op_coverage[key] = [a + b for a, b in zip(self.op_coverage[key], counts, strict=True)]
         for key, reasons in other.op_split_reasons.items():
             self.op_split_reasons[key] += reasons
-        for key, counts in other.checkpoint_grid.items():
-            self.checkpoint_grid[key] = [a + b for a, b in zip(self.checkpoint_grid[key], counts, strict=True)]
+        for grid, theirs in (
+            (self.checkpoint_grid, other.checkpoint_grid),
+            (self.op_axis_coverage, other.op_axis_coverage),
+        ):
+            for key, counts in theirs.items():
+                grid[key] = [a + b for a, b in zip(grid[key], counts, strict=True)]
         self.error_decades += other.error_decades
         self.timeline += other.timeline
         for op, seconds in other.op_first_compiled_s.items():

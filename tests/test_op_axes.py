@@ -1,0 +1,133 @@
+"""The op family varies each sample call along argument axes (fuzz.generate.axes): valid by eager's own verdict,
+back to the sample on shrinking, counted by axis in the summary."""
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fuzz.generate import axes, blocks
+from fuzz.generate.kind import Incoming
+from fuzz.generate.layers import LAYER_KINDS
+from fuzz.generate.op_catalog import catalog
+from fuzz.generate.ops import render
+from fuzz.generate.reduce import reduce_spec
+from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
+from fuzz.generate.sweep import sweep_specs
+from fuzz.judge.harness import check_spec
+from fuzz.model_builder import build_example
+from fuzz.report.op_family import axis_coverage
+from fuzz.report.stats import CampaignStats
+from fuzz.run.runner import run_eager
+from fuzz.strategies import layer_specs
+from tests.campaign_runs import run_campaign
+
+SOFTMAX = {"tensor": [2], "low": -1.0, "high": 1.0, "offset": 0}
+
+
+def _call(op: str, where=lambda call: True):
+    return next(call for call in catalog().calls if call.op == op and call.form == "function" and where(call))
+
+
+def test_a_mutation_is_data_that_goes_back_to_the_sample_exactly():
+    params = {"op": "softmax", "form": "function", "target": "torch.softmax", "args": [SOFTMAX], "kwargs": {"dim": 0}}
+    found = axes.candidates(params["args"], params["kwargs"])
+    assert [m["axis"] for m in found] == sorted((m["axis"] for m in found), key=axes.AXES.index)
+    batched = next(m for m in found if m["class"] == "with a batch dim" and m["edits"][-1]["value"] == 0)
+    varied = axes.mutated(params, batched)
+    assert varied["args"][0]["tensor"] == [2, 2] and varied["kwargs"] == {"dim": 0} and varied["mutation"] == batched
+    assert axes.reverted(varied) == params and "mutation" not in axes.reverted(varied)
+
+
+def test_each_layout_keeps_shape_and_values_range_but_not_the_strides():
+    namespace = {"torch": torch, "adapt": blocks.adapt, "spread": blocks.spread, "x": torch.randn(2, 12)}
+    literal = {"tensor": [3, 2], "low": -1.0, "high": 1.0, "offset": 0}
+    for layout in axes.LAYOUTS:
+        tensor = eval(render(axes.laid_out(literal, layout)), namespace)
+        assert tensor.shape == (3, 2) and not tensor.is_contiguous(), layout
+        assert float(tensor.min()) >= -1.0 and float(tensor.max()) <= 1.0
+    assert axes.laid_out({**literal, "tensor": [1, 1]}, "transposed") is None
+    assert axes.laid_out({**literal, "tensor": []}, "strided") is None
+
+
+def test_the_catalog_keeps_what_eager_runs_and_learns_which_integers_are_dims():
+    softmax = _call("softmax", lambda call: call.args[0]["tensor"] == [2])
+    dims = {m["class"] for m in softmax.mutations if m["axis"] == "dim"}
+    assert {"negative", "with a batch dim"} <= dims  # dim 0 of a (2, 2) input: the non-last dim no sample reaches
+    # repeat's integers are sizes: a dim out of range is no error there, so they are never varied as dims.
+    assert not [m for call in catalog().calls if call.op == "repeat" for m in call.mutations if m["axis"] == "dim"]
+    assert any(m["axis"] == "flag" for m in _call("sum", lambda call: "keepdim" in call.kwargs).mutations)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_a_drawn_op_layer_is_a_valid_spec_and_varied_ones_run_eagerly(data):
+    calls = [call for call in catalog().calls if call.op in ("softmax", "sum", "abs") and call.kind == "op"]
+    layer = data.draw(layer_specs([LAYER_KINDS["relu"]], Incoming(2, 4), op_calls=calls))
+    spec = NetSpec.from_json(NetSpec(4, [layer], checkpoints=[CheckpointSpec(0, 1)], batch=2).to_json())
+    output, grads = run_eager(build_example(spec))
+    assert torch.isfinite(output).all() and grads
+
+
+def test_reduction_puts_the_sample_back_first():
+    call = _call("softmax", lambda call: call.args[0]["tensor"] == [2])
+    varied = NetSpec(4, [LayerSpec("op", axes.mutated(call.params, call.mutations[-1]))], batch=2)
+    seen = []  # a failure of the op (its plumbing twin passes), whatever its argument
+    reduced = reduce_spec(varied, lambda spec: seen.append(spec) or spec.layers[0].kind == "op")
+    first_op_candidate = next(spec for spec in seen if spec.layers[0].kind == "op")
+    assert first_op_candidate.layers[0].params == call.params and reduced.layers[0].params == call.params
+
+
+def test_the_sweep_runs_every_value_class_once_and_the_summary_counts_axes_compiled():
+    cases = [spec for spec in sweep_specs("cpu", ["float32"], ops=["softmax"]) if "mutation" in spec.layers[0].params]
+    classes = [(s.layers[0].params["mutation"]["axis"], s.layers[0].params["mutation"]["class"]) for s in cases]
+    offered = {(m["axis"], m["class"]) for call in catalog().calls if call.op == "softmax" for m in call.mutations}
+    assert sorted(classes) == sorted(offered)
+    stats = CampaignStats()
+    dim_case = next(s for s in cases if s.layers[0].params["mutation"]["axis"] == "dim")
+    stats.record(check_spec(dim_case), 1.0)
+    coverage = axis_coverage(stats, [call for call in catalog().calls if call.op == "softmax"])
+    dim_class = dim_case.layers[0].params["mutation"]["class"]
+    assert coverage["by_op"]["softmax"]["dim"]["compiled"] == [dim_class]
+    assert "softmax dim" not in coverage["never_varied"] and coverage["never_varied"]["softmax layout"] == (
+        "not drawn in this run"
+    )
+
+
+@pytest.mark.slow
+def test_a_fault_no_sample_reaches_is_found_through_its_axis_and_shrunk_to_that_argument(tmp_path):
+    # torch.softmax's gradient doubled over a non-last dim: every OpInfo sample of softmax reduces over the last dim.
+    start = time.monotonic()
+    run = run_campaign(
+        tmp_path,
+        "--fuzz-layers",
+        "op",
+        "--fuzz-ops",
+        "softmax",
+        "--fuzz-dtypes",
+        "float32",
+        "-k",
+        "not decoder and not zoo and not nested",
+        "--fuzz-minutes",
+        "3",
+        "--fuzz-confirm",
+        "no",
+        fault="softmax-non-last-dim-grad-x2",
+    )
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    summary = json.loads((tmp_path / "artifacts" / "latest" / "summary.json").read_text())
+    (failure,) = summary["failures"]
+    spec = NetSpec.from_json((Path(failure["repro"]).parent / "spec.json").read_text())
+    (layer,) = spec.layers
+    mutation = layer.params["mutation"]
+    rank = len(layer.params["args"][0]["tensor"])
+    assert mutation["axis"] == "dim" and layer.params["kwargs"]["dim"] % rank != rank - 1, spec.to_json()
+    assert failure["triage"] == "checkpoint-specific" and not summary["harness_errors"]
+    print(
+        f"softmax non-last-dim fault: found after {summary['first_failure']['after_s']} s, shrunk after "
+        f"{failure['shrunk_after_s']} s, {time.monotonic() - start:.0f} s in all: {mutation['class']}, {layer.params}"
+    )
