@@ -35,6 +35,9 @@ def traits(spec: NetSpec) -> list[str]:
     labels += sorted(
         {f"decoder_block kv_heads {layer.params['kv_heads']}" for layer in spec.layers if layer.kind == "decoder_block"}
     )
+    labels += sorted(
+        {f"op argument axis {layer.params['mutation']['axis']}" for layer in spec.layers if "mutation" in layer.params}
+    )
     for ckpt in spec.checkpoints:
         labels.append(f"checkpoint api {ckpt.api}")
         labels += [f"checkpoint {flag}" for flag in _CHECKPOINT_FLAGS if getattr(ckpt, flag)]
