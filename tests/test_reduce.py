@@ -77,8 +77,8 @@ def test_stops_when_its_time_is_up():
 
     assert len(reduce_spec(spec, slow_still_fails).layers) == 1
     started = time.monotonic()
-    partly = reduce_spec(spec, slow_still_fails, max_seconds=0.3)
-    assert time.monotonic() - started < 1.0 and 1 < len(partly.layers) < 7
+    partly = reduce_spec(spec, slow_still_fails, max_seconds=0.1)
+    assert time.monotonic() - started < 1.0 and len(partly.layers) > 1  # stopped before it was done
 
 
 # Two op layers as the op sweep and the strategies write them (fuzz.generate.op_catalog): abs of one adapted tensor, and

@@ -85,6 +85,11 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
                     *spec.layers[index + 1 :],
                 ],
             )
+    # Each layer alone first (a jump that deleting one layer at a time reaches only if every step still fails), then
+    # each layer deleted.
+    if len(spec.layers) > 2:
+        for index in range(len(spec.layers)):
+            yield without_layers(spec, [i for i in range(len(spec.layers)) if i != index])
     for index in range(len(spec.layers)):
         yield _without_layer(spec, index)
     for index in range(len(spec.checkpoints)):
