@@ -1,12 +1,16 @@
 """Known-issue entries are data: a claim in entry.toml, triggers in a vocabulary over nodes, read by one loader."""
 
 import re
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
 
+from fuzz.generate.op_catalog import catalog
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
+from fuzz.registry.issue import KNOWN_ISSUES_DIR, explained_by
 from fuzz.registry.known_issues import KNOWN_ISSUES, load_entry, load_registry
+from fuzz.registry.signatures import ENTRY_FILE, entry_text, read_entry, tomllib
 from fuzz.registry.triggers import NODE_PREDICATES, SPEC_PREDICATES, TRIGGER_KEYS, EntryError
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "known-issues.md"
@@ -71,7 +75,12 @@ def test_a_node_can_be_replaced_rather_than_deleted_and_a_network_trigger_is_und
         (TANH_IN_CHECKPOINT.replace('"inside"', '"within"'), "checkpoint = 'within' is not one of inside, outside"),
         (TANH_IN_CHECKPOINT + 'predicate = "tanh-is-odd"', "predicate = 'tanh-is-odd' is not one of"),
         (TANH_IN_CHECKPOINT + 'reads = { opp = "exp" }', "trigger 1.reads: unknown trigger key 'opp'"),
-        (TANH_IN_CHECKPOINT + '\n[[issue.trigger]]\nnetwork = "judged-against-eager"', "name a node too"),
+        (TANH_IN_CHECKPOINT + '\n[[issue.trigger]]\ndtype = "bfloat16"', "trigger 2: names no node"),
+        (TANH_IN_CHECKPOINT + '\n[[issue.trigger]]\nnetwork = "judged-against-eager"', "is no network trigger"),
+        (TANH_IN_CHECKPOINT.replace('"inside"', '["inside"]'), "checkpoint = ['inside'] must be a name"),
+        (TANH_IN_CHECKPOINT.replace('"tanh"', '"tahn"'), "kind = 'tahn' is not one of"),
+        (TANH_IN_CHECKPOINT + "params = 1", "params = 1 must be a table"),
+        (TANH_IN_CHECKPOINT.replace("[issue]", '[issue]\nslow = "false"'), "slow true or false"),
     ],
 )
 def test_a_bad_entry_is_a_one_line_error_naming_its_file_and_what_is_wrong(tmp_path, text, says):
@@ -93,3 +102,38 @@ def test_every_key_and_named_predicate_is_documented_and_every_predicate_is_used
         for name in ([trigger[key]] if isinstance(trigger.get(key), str) else trigger.get(key, []))
     }
     assert used == set(NODE_PREDICATES) | set(SPEC_PREDICATES), "a named predicate no entry uses is dead code"
+
+
+def test_a_list_of_activations_is_one_of_them(tmp_path):
+    text = TANH_IN_CHECKPOINT.replace('kind = "tanh"\ncheckpoint = "inside"', 'computes = ["gelu", "tanh"]')
+    issue = load_entry(_entry(tmp_path, "any", text))
+    assert issue.applies(NetSpec(features=2, layers=[LayerSpec("tanh")]))
+    assert not issue.applies(NetSpec(features=2, layers=[LayerSpec("relu")]))
+
+
+@pytest.mark.parametrize("issue", [i for i in KNOWN_ISSUES if not i.slow], ids=lambda issue: issue.id)
+def test_recording_again_keeps_the_claim_and_replaces_the_signatures(issue):
+    text = (KNOWN_ISSUES_DIR / issue.id / ENTRY_FILE).read_text()
+    signatures = read_entry(KNOWN_ISSUES_DIR / issue.id)["signature"]
+    how = re.search(r"^# The signature of known issue \S+: (.*)\.$", text, flags=re.M).group(1)
+    assert entry_text(text, issue.id, signatures, how) == text
+    headless = re.sub(r"^# The signature of known issue .*\n# Written by .*\n", "", text, flags=re.M)
+    again = tomllib.loads(entry_text(headless, issue.id, signatures, how))
+    assert again["signature"] == signatures and again["issue"]["description"] == issue.description
+
+
+def test_of_two_entries_stripped_in_either_order_the_network_that_keeps_more_is_run():
+    # gelu-after-op matches the gelu only while the ceil (zero-gradient-output-loses-requires-grad) precedes it:
+    # stripping the gelu first would leave nothing to run, and the pair would explain any failure unseen.
+    ceil = next(call for call in catalog().calls if call.op == "ceil" and call.form == "function")
+    spec = NetSpec(features=2, layers=[LayerSpec("op", ceil.params), LayerSpec("gelu")], dtype="bfloat16")
+    issues = [
+        i
+        for i in KNOWN_ISSUES
+        if i.id in ("gelu-after-op-bfloat16-inaccurate", "zero-gradient-output-loses-requires-grad")
+    ]
+    assert len(issues) == 2 and all(issue.applies(spec) for issue in issues)
+    ran = []
+    for ordered in (issues, issues[::-1]):
+        explained_by(spec, ordered, "fixed", 60.0, in_flight=lambda stripped: ran.append(stripped) or nullcontext())
+    assert [[layer.kind for layer in stripped.layers] for stripped in ran] == [["gelu"], ["gelu"]]

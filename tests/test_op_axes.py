@@ -55,9 +55,13 @@ def test_each_layout_keeps_shape_and_values_range_but_not_the_strides():
 
 
 def test_the_catalog_keeps_what_eager_runs_and_learns_which_integers_are_dims():
-    softmax = _call("softmax", lambda call: call.args[0]["tensor"] == [2])
-    dims = {m["class"] for m in softmax.mutations if m["axis"] == "dim"}
-    assert {"negative", "with a batch dim"} <= dims  # dim 0 of a (2, 2) input: the non-last dim no sample reaches
+    def dims(shape, dim):
+        call = _call("softmax", lambda call: call.args[0]["tensor"] == shape and call.kwargs == {"dim": dim})
+        return {m["class"] for m in call.mutations if m["axis"] == "dim"}
+
+    # Of a 1-D input the only other dim is its own (-1): a batch dim in front reaches the non-last dim no sample does.
+    assert dims([2], 0) == {"with a batch dim"}
+    assert dims([2, 2], 1) == {"0", "negative", "with a batch dim"}  # -2 is 0; -1 is the sample's own
     # repeat's integers are sizes: a dim out of range is no error there, so they are never varied as dims.
     assert not [m for call in catalog().calls if call.op == "repeat" for m in call.mutations if m["axis"] == "dim"]
     assert any(m["axis"] == "flag" for m in _call("sum", lambda call: "keepdim" in call.kwargs).mutations)
@@ -94,7 +98,7 @@ def test_the_sweep_runs_every_value_class_once_and_the_summary_counts_axes_compi
     dim_class = dim_case.layers[0].params["mutation"]["class"]
     assert coverage["by_op"]["softmax"]["dim"]["compiled"] == [dim_class]
     assert "softmax dim" not in coverage["never_varied"] and coverage["never_varied"]["softmax layout"] == (
-        "not drawn in this run"
+        "not drawn inside a checkpoint in this run"
     )
 
 

@@ -135,3 +135,17 @@ def test_a_random_networks_failure_goes_first_to_its_network_without_random_laye
     checked: list[NetSpec] = []
     reduced = reduce_spec(spec, lambda s: checked.append(s) or _has_checkpointed_tanh(s))
     assert checked[0] == without_randomness(spec) and not reduced.random
+
+
+def test_each_layer_alone_is_tried_once_where_one_deletion_at_a_time_gets_stuck():
+    spec = NetSpec(features=1, layers=[LayerSpec("relu")] * 6 + [LayerSpec("tanh")], checkpoints=[CheckpointSpec(6, 7)])
+    checked = []
+
+    def fails_whole_or_alone(candidate: NetSpec) -> bool:  # no single deletion keeps it failing
+        checked.append(candidate)
+        return _has_checkpointed_tanh(candidate) and len(candidate.layers) in (1, 7)
+
+    reduced = reduce_spec(spec, fails_whole_or_alone)
+    assert reduced == NetSpec(features=1, layers=[LayerSpec("tanh")], checkpoints=[CheckpointSpec(0, 1)])
+    # The relus alone (one network), the tanh alone, then the tanh without its checkpoint: no jump on the second pass.
+    assert len(checked) == 3

@@ -70,7 +70,7 @@ def _dims(at: list, sample: int, receiver_at: list, receiver: dict[str, Any]) ->
     with a batch dim in front (that edit included; one class)."""
     rank = len(receiver["tensor"])
     for dim in [*range(rank), *range(-rank, 0)]:
-        if dim != sample:
+        if dim % rank != sample % rank:  # (-1 is the last dim: the sample's own reduction)
             yield _mutation("dim", str(dim) if dim >= 0 else "negative", _edit(at, sample, dim))
     batched = _edit(receiver_at, receiver, {**receiver, "tensor": [BATCH, *receiver["tensor"]]})
     for dim in [*range(rank + 1), *range(-rank - 1, 0)]:

@@ -115,9 +115,15 @@ def explained_by(
     """
     from fuzz.judge.harness import check_spec  # here: `ckpt-fuzz bisect` imports this module, which needs no thunder
 
-    stripped = spec
-    for issue in issues:
-        stripped = issue.without_trigger(stripped)
+    def strip(ordered: Sequence[KnownIssue]) -> NetSpec:
+        stripped = spec
+        for issue in ordered:
+            stripped = issue.without_trigger(stripped)
+        return stripped
+
+    # A trigger can depend on what another issue strips (a gelu "after an op" is no longer after one once the op is
+    # gone): of both orders, the one that leaves more of the network, so the registry's order never masks.
+    stripped = max(strip(issues), strip(list(reversed(issues))), key=lambda s: len(s.layers))
     if not stripped.layers:
         return True
     if not valid(stripped):  # taking the trigger out broke the network: no evidence either way

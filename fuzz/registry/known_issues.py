@@ -35,7 +35,9 @@ def load_entry(directory: Path) -> KnownIssue:
     if unknown := claim.keys() - _CLAIM_KEYS or {"description", "classes", "trigger"} - claim.keys():
         raise EntryError(f"{path}: [issue] needs exactly {', '.join(sorted(_CLAIM_KEYS))} (slow optional); "
                          f"wrong or missing: {', '.join(sorted(unknown))}")  # fmt: skip
-    if not claim["classes"] or set(claim["classes"]) - _failure_classes():
+    if not isinstance(claim["description"], str) or not isinstance(claim.get("slow", False), bool):
+        raise EntryError(f"{path}: description must be a string and slow true or false")
+    if not isinstance(claim["classes"], list) or not claim["classes"] or set(claim["classes"]) - _failure_classes():
         raise EntryError(f"{path}: classes must be among {', '.join(sorted(_failure_classes()))}")
     if not isinstance(claim["trigger"], list) or not claim["trigger"]:
         raise EntryError(f"{path}: the claim needs at least one [[issue.trigger]] table")
@@ -46,7 +48,7 @@ def load_entry(directory: Path) -> KnownIssue:
         claim["description"],
         tuple(claim["classes"]),
         tuple(claim["trigger"]),
-        slow=bool(claim.get("slow", False)),
+        slow=claim.get("slow", False),
     )
 
 

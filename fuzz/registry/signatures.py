@@ -185,11 +185,19 @@ def _rank_free(crash: str) -> str:
 _SIGNATURE_HEADER = "# The signature of known issue"
 
 
+def _claim(text: str) -> str:
+    """The hand-written part of an entry.toml's text: everything above its recorded signatures (their header, or the
+    first ``[[signature]]`` table where the header was edited away)."""
+    return re.split(rf"^(?:{re.escape(_SIGNATURE_HEADER)}|\[\[signature\]\])", text, maxsplit=1, flags=re.M)[0].rstrip(
+        "\n"
+    )
+
+
 def entry_text(claim: str, issue_id: str, signatures: list[dict[str, Any]], how: str) -> str:
     """``entry.toml``'s text: the hand-written claim (the part of ``claim``, the file's text, above any recorded
     signature), then the signatures, headed by how they were recorded."""
     lines = [
-        claim.split(f"\n{_SIGNATURE_HEADER}")[0].rstrip("\n"),
+        _claim(claim),
         "",
         f"{_SIGNATURE_HEADER} {issue_id}: {how}.",
         "# Written by `ckpt-fuzz known-issues --record`; do not edit by hand (fuzz/registry/signatures.py).",

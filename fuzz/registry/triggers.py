@@ -98,7 +98,7 @@ NODE_PREDICATES: dict[str, NodePredicate] = {
     "reduces-over-a-dim": _op_params(lambda p: len(p["args"]) > 1 or "dim" in p["kwargs"]),
     "masks-a-whole-row": _op_params(lambda p: any(_masks_a_whole_row(a) for a in [*p["args"], *p["kwargs"].values()])),
     "one-feature-per-head-batched": lambda spec, i: (
-        spec.batch >= 2 and spec.layers[i].params["heads"] == spec.widths()[i] >= 2
+        spec.batch >= 2 and spec.layers[i].params.get("heads") == spec.widths()[i] >= 2
     ),
 }
 
@@ -158,7 +158,7 @@ _NETWORK_CONDITIONS: dict[str, Callable[[NetSpec, Any], bool]] = {
 _NODE_CONDITIONS: dict[str, Callable[[NetSpec, int, Any], bool]] = {
     "kind": lambda spec, i, v: _one_of(spec.layers[i].kind, v),
     "op": lambda spec, i, v: _one_of(spec.layers[i].params.get("op"), v),
-    "computes": lambda spec, i, v: computes(spec.layers[i], v),
+    "computes": lambda spec, i, v: any(computes(spec.layers[i], name) for name in _names(v)),
     "params": lambda spec, i, v: _params_hold(spec.layers[i].params, v),
     "params_not": lambda spec, i, v: _params_differ(spec.layers[i].params, v),
     "random": lambda spec, i, v: LAYER_KINDS[spec.layers[i].kind].random == v,
@@ -184,7 +184,7 @@ def is_network_trigger(trigger: Mapping[str, Any]) -> bool:
     return (
         "network" in trigger
         and trigger.keys() <= _NETWORK_CONDITIONS.keys()
-        and any(SPEC_PREDICATES[name][1] is not None for name in _names(trigger["network"]))
+        and all(SPEC_PREDICATES[name][1] is not None for name in _names(trigger["network"]))
     )
 
 
@@ -199,19 +199,43 @@ def node_matches(spec: NetSpec, index: int, trigger: Mapping[str, Any]) -> bool:
     )
 
 
-def check_trigger(trigger: object, where: str) -> None:
-    """Raise `EntryError` (one line, naming ``where``) when ``trigger`` is not a table of known keys and values."""
+# What each key's value must be, in words, and the test of it.
+_NAMES, _NAME, _TABLE, _BOOL = "a name or a list of names", "a name", "a table", "true or false"
+_VALUES = {
+    **dict.fromkeys(("kind", "op", "computes", "dtype", "device", "predicate", "network"), _NAMES),
+    **dict.fromkeys(("params", "params_not", "reads", "read_by"), _TABLE),
+    **dict.fromkeys(("random", "autocast", "token_input"), _BOOL),
+    **dict.fromkeys(("checkpoint", "without"), _NAME),
+}
+_IS = {
+    _NAMES: lambda v: isinstance(v, str) or (isinstance(v, list) and v and all(isinstance(n, str) for n in v)),
+    _NAME: lambda v: isinstance(v, str),
+    _TABLE: lambda v: isinstance(v, dict),
+    _BOOL: lambda v: isinstance(v, bool),
+}
+
+
+def check_trigger(trigger: object, where: str, nested: bool = False) -> None:
+    """Raise `EntryError` (one line, naming ``where``) when ``trigger`` is not a table of known keys and values, or
+    (not ``nested`` in ``reads``/``read_by``, where ``{}`` means any node) names no node and is no network trigger."""
     if not isinstance(trigger, dict):
         raise EntryError(f"{where}: a trigger is a table of conditions, got {trigger!r}")
     for key, value in trigger.items():
         if key not in TRIGGER_KEYS:
             raise EntryError(f"{where}: unknown trigger key {key!r}; known: {', '.join(sorted(TRIGGER_KEYS))}")
+        if not _IS[_VALUES[key]](value):
+            raise EntryError(f"{where}: {key} = {value!r} must be {_VALUES[key]}")
         if key in ("reads", "read_by"):
-            check_trigger(value, f"{where}.{key}")
-        if key in _CHOICES and not all(name in _CHOICES[key] for name in _names(value)):
-            raise EntryError(f"{where}: {key} = {value!r} is not one of {', '.join(_CHOICES[key])}")
-    if "network" in trigger and not is_network_trigger(trigger) and trigger.keys() <= _NETWORK_CONDITIONS.keys():
-        raise EntryError(f"{where}: network = {trigger['network']!r} only narrows a node trigger; name a node too")
+            check_trigger(value, f"{where}.{key}", nested=True)
+        choices = LAYER_KINDS if key == "kind" else _CHOICES.get(key)
+        if choices is not None and not all(name in choices for name in _names(value)):
+            raise EntryError(f"{where}: {key} = {value!r} is not one of {', '.join(choices)}")
+    if not nested and not trigger.keys() & _NODE_CONDITIONS.keys() and not is_network_trigger(trigger):
+        raise EntryError(
+            f"{where}: names no node ({', '.join(sorted(_NODE_CONDITIONS))}) and is no network trigger (network = "
+            f"one or more of {', '.join(n for n, (_, undo) in SPEC_PREDICATES.items() if undo)}, alone or with "
+            "dtype, device, token_input)"
+        )
 
 
 def triggered(spec: NetSpec, trigger: Mapping[str, Any]) -> bool:

@@ -65,7 +65,7 @@ def axis_coverage(stats: CampaignStats, calls: Sequence[OpCall]) -> dict[str, An
     never = {
         f"{op} {axis}": "drawn, but thunder sent every region holding it to its fallback"
         if (op, axis) in fell_back
-        else "not drawn in this run"
+        else "not drawn inside a checkpoint in this run"
         for op, axis in pairs
         if (op, axis) not in compiled
     }
@@ -115,7 +115,7 @@ def op_family_lines(family: dict[str, Any]) -> list[str]:
         never = family["never_in_compiled_checkpoint"]
         shown = ", ".join(never[:_LISTED_OPS]) + (", ... (all: summary.json)" if len(never) > _LISTED_OPS else "")
         lines.append(f"never inside a compiled checkpoint ({len(never)}): {shown}")
-    if (axes := family["axes"])["pairs"]:
+    if (axes := family.get("axes", {})).get("pairs"):  # (none in a summary.json written before the axes)
         lines.append(
             f"argument axes: {axes['pairs_varied_in_compiled_checkpoint']}/{axes['pairs']} (op, axis) pairs "
             f"({axes['share_varied_in_compiled_checkpoint']:.1%}) varied inside a compiled checkpoint "
