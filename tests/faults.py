@@ -67,6 +67,12 @@ def _non_last_dim_gradient_x2(op):
     return faulty
 
 
+def _zero_dim_gradient_x2(op):
+    """softmax whose gradient is doubled for a 0-dim input (no OpInfo sample of softmax is 0-dim)."""
+    scaled = _scaled_gradient(op, 2.0)
+    return lambda a, *args, **kwargs: (scaled if a.ndim == 0 else op)(a, *args, **kwargs)
+
+
 def _slope_gradient_x2(op):
     """leaky_relu whose gradient is doubled when it is called with a non-default negative_slope."""
 
@@ -178,6 +184,7 @@ FAULTS = {
     "leaky-relu-slope-grad-x2": (F.leaky_relu, _slope_gradient_x2),
     # Only an argument value no sample of its op has: torch.softmax over a dim other than the last.
     "softmax-non-last-dim-grad-x2": (torch.softmax, _non_last_dim_gradient_x2),
+    "softmax-zero-dim-grad-x2": (torch.softmax, _zero_dim_gradient_x2),
     # Process-level failures, once per campaign (needs $FUZZ_FAULT_MARKER).
     "tanh-segfault-once": (torch.tanh, lambda op: _once(op, _segfault)),
     "tanh-hang-once": (torch.tanh, lambda op: _once(op, _hang)),

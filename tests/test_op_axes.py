@@ -102,9 +102,22 @@ def test_the_sweep_runs_every_value_class_once_and_the_summary_counts_axes_compi
     )
 
 
+def _non_last_dim(params: dict) -> bool:
+    rank = max(len(params["args"][0]["tensor"]), 1)
+    return params["mutation"]["axis"] == "dim" and params["kwargs"]["dim"] % rank != rank - 1
+
+
+def _zero_dim(params: dict) -> bool:
+    return params["mutation"]["axis"] == "shape" and params["args"][0]["tensor"] == []
+
+
 @pytest.mark.slow
-def test_a_fault_no_sample_reaches_is_found_through_its_axis_and_shrunk_to_that_argument(tmp_path):
-    # torch.softmax's gradient doubled over a non-last dim: every OpInfo sample of softmax reduces over the last dim.
+@pytest.mark.parametrize(
+    ("fault", "reached"),
+    # torch.softmax's gradient doubled where no OpInfo sample of softmax goes: over a non-last dim, of a 0-dim input.
+    [("softmax-non-last-dim-grad-x2", _non_last_dim), ("softmax-zero-dim-grad-x2", _zero_dim)],
+)
+def test_a_fault_no_sample_reaches_is_found_through_its_axis_and_shrunk_to_that_argument(tmp_path, fault, reached):
     start = time.monotonic()
     run = run_campaign(
         tmp_path,
@@ -120,18 +133,16 @@ def test_a_fault_no_sample_reaches_is_found_through_its_axis_and_shrunk_to_that_
         "3",
         "--fuzz-confirm",
         "no",
-        fault="softmax-non-last-dim-grad-x2",
+        fault=fault,
     )
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
     summary = json.loads((tmp_path / "artifacts" / "latest" / "summary.json").read_text())
     (failure,) = summary["failures"]
     spec = NetSpec.from_json((Path(failure["repro"]).parent / "spec.json").read_text())
     (layer,) = spec.layers
-    mutation = layer.params["mutation"]
-    rank = len(layer.params["args"][0]["tensor"])
-    assert mutation["axis"] == "dim" and layer.params["kwargs"]["dim"] % rank != rank - 1, spec.to_json()
+    assert reached(layer.params), spec.to_json()
     assert failure["triage"] == "checkpoint-specific" and not summary["harness_errors"]
     print(
-        f"softmax non-last-dim fault: found after {summary['first_failure']['after_s']} s, shrunk after "
-        f"{failure['shrunk_after_s']} s, {time.monotonic() - start:.0f} s in all: {mutation['class']}, {layer.params}"
+        f"{fault}: found after {summary['first_failure']['after_s']} s, shrunk after {failure['shrunk_after_s']} s, "
+        f"{time.monotonic() - start:.0f} s in all: {layer.params['mutation']['class']}, {layer.params}"
     )
