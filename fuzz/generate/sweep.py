@@ -34,29 +34,33 @@ def _case(call: OpCall, params: dict, dtype: str, device: str, seed: int) -> Net
 def sweep_specs(
     device: str, dtypes: Sequence[str], kinds: Sequence[str] = ("op", "op_module"), ops: Sequence[str] | None = None
 ) -> list[NetSpec]:
-    """One spec per drawable call of ``kinds`` and ``ops`` (default: all): the call alone in one checkpoint; then one
+    """One spec per drawable call of ``kinds`` and ``ops`` (default: all), the call alone in one checkpoint, and one
     per argument axis value class of each op (`fuzz.generate.axes`: its first call that has it, varied so).
 
-    The k-th call of each op comes after the (k-1)-th call of every op, and runs in the k-th of
-    the call's dtypes among ``dtypes`` (float32 first), so the first pass covers every op; the varied calls come
-    after every sample call, in the first of ``dtypes`` the call runs in (their mutations are checked eagerly in
-    float32 and float64 only), the k-th class of each op after the (k-1)-th of every op.
+    Per op, its first sample call comes first, then the first class of each of its axes, then its other sample calls,
+    then its other classes; the k-th case of each op comes after the (k-1)-th case of every op, so the first passes
+    cover every op and every (op, axis) pair. The k-th sample call of an op runs in the k-th of its dtypes among
+    ``dtypes`` (float32 first); a varied call in the first of ``dtypes`` it runs in among float32 and float64 (where
+    the catalog checked its mutations).
     """
-    ranked: list[tuple[int, int, NetSpec]] = []
-    varied: list[tuple[int, int, NetSpec]] = []
-    seen: dict[str, int] = {}
-    classes: dict[str, set[tuple[str, str]]] = {}
+    samples: dict[str, list[NetSpec]] = {}
+    classes: dict[str, dict[tuple[str, str], NetSpec]] = {}
     for call in catalog().calls:
         usable = [dtype for dtype in dtypes if dtype in call.dtypes]
         if not usable or call.kind not in kinds or (ops is not None and call.op not in ops):
             continue
-        k = seen[call.op] = seen.get(call.op, -1) + 1
-        ranked.append((k, len(seen), _case(call, call.params, usable[k % len(usable)], device, k)))
+        k = len(samples.setdefault(call.op, []))
+        samples[call.op].append(_case(call, call.params, usable[k % len(usable)], device, k))
         checked = [dtype for dtype in usable if dtype in ("float32", "float64")]
         for mutation in call.mutations if checked else ():
-            value_class = (mutation["axis"], mutation["class"])
-            if value_class not in classes.setdefault(call.op, set()):
-                classes[call.op].add(value_class)
-                spec = _case(call, axes.mutated(call.params, mutation), checked[0], device, len(classes[call.op]))
-                varied.append((len(classes[call.op]), len(seen), spec))
-    return [spec for _, _, spec in sorted(ranked, key=lambda e: e[:2]) + sorted(varied, key=lambda e: e[:2])]
+            if (value_class := (mutation["axis"], mutation["class"])) not in classes.setdefault(call.op, {}):
+                varied = axes.mutated(call.params, mutation)
+                classes[call.op][value_class] = _case(call, varied, checked[0], device, len(classes[call.op]) + 1)
+    ranked: list[tuple[int, int, NetSpec]] = []
+    for number, (op, calls) in enumerate(samples.items()):
+        by_class = classes.get(op, {})
+        first_of_axis = {axis: key for key in reversed(by_class) for axis in [key[0]]}
+        firsts = [by_class[first_of_axis[axis]] for axis in axes.AXES if axis in first_of_axis]
+        others = [spec for key, spec in by_class.items() if key not in first_of_axis.values()]
+        ranked += [(k, number, spec) for k, spec in enumerate([calls[0], *firsts, *calls[1:], *others])]
+    return [spec for _, _, spec in sorted(ranked, key=lambda entry: entry[:2])]
