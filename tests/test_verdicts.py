@@ -255,10 +255,11 @@ def test_a_second_fault_in_a_network_with_a_known_trigger_is_still_reported(tmp_
         outcome = check_spec(SILU_THEN_TANH)
         assert isinstance(outcome.failure, GradientDivergence)  # the class inplace-silu-wrong-grad claims
         assert campaign.record(outcome, known_issues_for(SILU_THEN_TANH)) is False
-    # Twice the gradient is far outside the band of the in-place SiLU's own error: new, before any trigger is removed.
+    # The in-place SiLU's band spans 0.06x to 7.8x (a width-1 Linear's reproduction, admitted), so twice the tanh's
+    # gradient can fall inside it: the network without the SiLU still fails, and the failure is reported as new.
     stats = campaign.stats
-    assert (stats.known_class_failures, stats.known_explained_failures, stats.known_resembling_failures) == (0, 0, 1)
-    assert outcome.failure.resembles[0].startswith("resembles known issue inplace-silu-wrong-grad, but is not it: ")
+    assert stats.known_explained_failures == 0
+    assert stats.known_class_failures + stats.known_resembling_failures == 1
 
 
 class _AddsOneInPlace(torch.nn.Module):
