@@ -64,7 +64,8 @@ def _tensor_source(literal: dict[str, Any]) -> str:
     elif layout == "strided":
         made = [*shape[:-1], 2 * shape[-1]]
     elif layout == "expanded":
-        made = [1 if i == next(j for j, size in enumerate(shape) if size > 1) else size for i, size in enumerate(shape)]
+        expanded = next(i for i, size in enumerate(shape) if size > 1)
+        made = [*shape[:expanded], 1, *shape[expanded + 1 :]]
     if not literal.get("grad", True):  # e.g. batch norm's running statistics: constants, no graph
         source = f"spread(x, {tuple(made)}, {literal['low']!r}, {literal['high']!r})"
     else:

@@ -59,7 +59,9 @@ def sweep_specs(
     ranked: list[tuple[int, int, NetSpec]] = []
     for number, (op, calls) in enumerate(samples.items()):
         by_class = classes.get(op, {})
-        first_of_axis = {axis: key for key in reversed(by_class) for axis in [key[0]]}
+        first_of_axis: dict[str, tuple[str, str]] = {}
+        for key in by_class:
+            first_of_axis.setdefault(key[0], key)
         firsts = [by_class[first_of_axis[axis]] for axis in axes.AXES if axis in first_of_axis]
         others = [spec for key, spec in by_class.items() if key not in first_of_axis.values()]
         ranked += [(k, number, spec) for k, spec in enumerate([calls[0], *firsts, *calls[1:], *others])]
