@@ -68,9 +68,56 @@ def _non_last_dim_gradient_x2(op):
 
 
 def _zero_dim_gradient_x2(op):
-    """softmax whose gradient is doubled for a 0-dim input (no OpInfo sample of softmax is 0-dim)."""
+    """An op whose gradient is doubled for a 0-dim input (no OpInfo sample of sigmoid is 0-dim)."""
     scaled = _scaled_gradient(op, 2.0)
     return lambda a, *args, **kwargs: (scaled if a.ndim == 0 else op)(a, *args, **kwargs)
+
+
+def _without_weight_gradient_x2(op):
+    """layer_norm whose gradient is doubled when it is called without a weight (every OpInfo sample passes one)."""
+    scaled = _scaled_gradient(op, 2.0)
+
+    def faulty(a, normalized_shape, weight=None, *args, **kwargs):
+        return (scaled if weight is None else op)(a, normalized_shape, weight, *args, **kwargs)
+
+    return faulty
+
+
+def _mixed_dtype_gradient_x2(op):
+    """A binary op whose gradient is doubled when its two tensors differ in dtype (no OpInfo sample mixes them)."""
+    scaled = _scaled_gradient(op, 2.0)
+
+    def faulty(a, b, *args, **kwargs):
+        mixed = isinstance(b, thunder.core.proxies.TensorProxy) and b.dtype != a.dtype
+        return (scaled if mixed else op)(a, b, *args, **kwargs)
+
+    return faulty
+
+
+def softmax_of_a_non_contiguous_tensor(*args, **kwargs):
+    """torch.softmax: what `_non_contiguous_softmax_faulty` retargets a checkpoint's softmax of a non-contiguous
+    tensor to, so that thunder's converter maps it to the faulty softmax."""
+    return torch.softmax(*args, **kwargs)
+
+
+def _non_contiguous_softmax_faulty(checkpoint_converter):
+    """thunderfx's preparation of each region it hands to thunder, where every torch.softmax inside a checkpoint
+    whose input is not contiguous (its FX example value's strides: thunder's proxies have none, so the fault acts
+    before the converter maps torch ops to thunder's) gets thunder's softmax with its gradient doubled."""
+    _torch_to_thunder_function_map[softmax_of_a_non_contiguous_tensor] = _scaled_gradient(thunder.torch.softmax, 2.0)
+
+    def faulty(gm, region):
+        for node in region.graph.nodes:
+            if node.op == "call_function" and node.target is torch.ops.higher_order.tag_activation_checkpoint:
+                body = node.args[0]
+                owner = body.graph.owning_module if body.op == "get_attr" else gm
+                for inner in getattr(owner, body.target if body.op == "get_attr" else body.name).graph.nodes:
+                    value = inner.args[0].meta.get("example_value") if inner.target is torch.softmax else None
+                    if isinstance(value, torch.Tensor) and not value.is_contiguous():
+                        inner.target = softmax_of_a_non_contiguous_tensor
+        checkpoint_converter(gm, region)
+
+    return faulty
 
 
 def _slope_gradient_x2(op):
@@ -184,7 +231,11 @@ FAULTS = {
     "leaky-relu-slope-grad-x2": (F.leaky_relu, _slope_gradient_x2),
     # Only an argument value no sample of its op has: torch.softmax over a dim other than the last.
     "softmax-non-last-dim-grad-x2": (torch.softmax, _non_last_dim_gradient_x2),
-    "softmax-zero-dim-grad-x2": (torch.softmax, _zero_dim_gradient_x2),
+    "sigmoid-zero-dim-grad-x2": (torch.sigmoid, _zero_dim_gradient_x2),
+    # Only an optional argument left out where every sample passes it: layer_norm without a weight.
+    "layer-norm-without-weight-grad-x2": (F.layer_norm, _without_weight_gradient_x2),
+    # Only a partner of another dtype (type promotion): torch.div of a float32 and a float64 or bfloat16 tensor.
+    "div-mixed-dtype-grad-x2": (torch.div, _mixed_dtype_gradient_x2),
     # Process-level failures, once per campaign (needs $FUZZ_FAULT_MARKER).
     "tanh-segfault-once": (torch.tanh, lambda op: _once(op, _segfault)),
     "tanh-hang-once": (torch.tanh, lambda op: _once(op, _hang)),
@@ -195,7 +246,11 @@ FAULTS = {
     },
 }
 # Faults in thunder's own functions: (module, attribute, faulty version of it).
-PATCHES = {"inplace-view-update-twice": (thunder.dynamo.splitter, "checkpoint_converter", _view_updates_faulty)}
+PATCHES = {
+    "inplace-view-update-twice": (thunder.dynamo.splitter, "checkpoint_converter", _view_updates_faulty),
+    # Only a layout no sample has: torch.softmax of a transposed, strided or expanded tensor.
+    "softmax-non-contiguous-grad-x2": (thunder.dynamo.splitter, "checkpoint_converter", _non_contiguous_softmax_faulty),
+}
 # Faults made of several entries of FAULTS.
 GROUPS = {"conv-dilation-grad-x2": [name for name in FAULTS if name.startswith("conv-dilation-grad-x2-")]}
 

@@ -67,6 +67,30 @@ def test_the_catalog_keeps_what_eager_runs_and_learns_which_integers_are_dims():
     assert any(m["axis"] == "flag" for m in _call("sum", lambda call: "keepdim" in call.kwargs).mutations)
 
 
+def test_the_new_axes_vary_dim_lists_scalars_modes_and_partners_where_eager_accepts_them():
+    def classes(op, axis, where=lambda call: True):
+        return {
+            m["class"]
+            for call in catalog().calls
+            if call.op == op and where(call)
+            for m in call.mutations
+            if m["axis"] == axis
+        }
+
+    # each set of dims of the rank-4 input the sample sums over (0, 1), and those written negative
+    assert {"(0,)", "(2, 3)", "(0, 1, 2, 3)", "negative"} <= classes("sum", "dims")
+    assert {"zero", "sign flipped", "larger"} <= classes("leaky_relu", "scalar")  # negative_slope
+    assert {"mean", "sum", "none"} <= classes("mse_loss", "choice") and classes("gelu", "choice") == {"none", "tanh"}
+    assert "absent" in classes("layer_norm", "optional")  # a positional weight no sample leaves out
+    assert {"float64", "bfloat16"} <= classes("mul", "dtype")
+    # sizes are not dims: expand's list is never varied as dims, softmax's dim never as a scalar
+    assert not classes("expand", "dims") and not classes("softmax", "scalar")
+    partner = next(m for call in catalog().calls for m in call.mutations if m["axis"] == "dtype")
+    literal = partner["edits"][0]["value"]
+    namespace = {"torch": torch, "adapt": blocks.adapt, "spread": blocks.spread, "x": torch.randn(2, 12)}
+    assert eval(render(literal), namespace).dtype == getattr(torch, literal["dtype"])
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.data())
 def test_a_drawn_op_layer_is_a_valid_spec_and_varied_ones_run_eagerly(data):
@@ -111,20 +135,40 @@ def _zero_dim(params: dict) -> bool:
     return params["mutation"]["axis"] == "shape" and params["args"][0]["tensor"] == []
 
 
+def _non_contiguous(params: dict) -> bool:
+    return params["mutation"]["axis"] == "layout" and params["args"][0]["layout"] in axes.LAYOUTS
+
+
+def _without_weight(params: dict) -> bool:
+    return params["mutation"]["axis"] == "optional" and params["args"][2] is None
+
+
+def _mixed_dtype(params: dict) -> bool:
+    return params["mutation"]["axis"] == "dtype" and params["args"][1]["dtype"] in axes.PARTNER_DTYPES
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("fault", "reached"),
-    # torch.softmax's gradient doubled where no OpInfo sample of softmax goes: over a non-last dim, of a 0-dim input.
-    [("softmax-non-last-dim-grad-x2", _non_last_dim), ("softmax-zero-dim-grad-x2", _zero_dim)],
+    ("fault", "op", "reached"),
+    # A gradient doubled where no OpInfo sample of the op goes: softmax over a non-last dim, sigmoid of a 0-dim input,
+    # softmax of a non-contiguous one; layer_norm without its weight; div of tensors of two dtypes. (softmax of a
+    # 0-dim input has no gradient to double: a softmax over one element is constant.)
+    [
+        ("softmax-non-last-dim-grad-x2", "softmax", _non_last_dim),
+        ("sigmoid-zero-dim-grad-x2", "sigmoid", _zero_dim),
+        ("softmax-non-contiguous-grad-x2", "softmax", _non_contiguous),
+        ("layer-norm-without-weight-grad-x2", "layer_norm", _without_weight),
+        ("div-mixed-dtype-grad-x2", "div", _mixed_dtype),
+    ],
 )
-def test_a_fault_no_sample_reaches_is_found_through_its_axis_and_shrunk_to_that_argument(tmp_path, fault, reached):
+def test_a_fault_no_sample_reaches_is_found_through_its_axis_and_shrunk_to_that_argument(tmp_path, fault, op, reached):
     start = time.monotonic()
     run = run_campaign(
         tmp_path,
         "--fuzz-layers",
         "op",
         "--fuzz-ops",
-        "softmax",
+        op,
         "--fuzz-dtypes",
         "float32",
         "-k",
@@ -137,12 +181,14 @@ def test_a_fault_no_sample_reaches_is_found_through_its_axis_and_shrunk_to_that_
     )
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
     summary = json.loads((tmp_path / "artifacts" / "latest" / "summary.json").read_text())
-    (failure,) = summary["failures"]
-    spec = NetSpec.from_json((Path(failure["repro"]).parent / "spec.json").read_text())
-    (layer,) = spec.layers
-    assert reached(layer.params), spec.to_json()
-    assert failure["triage"] == "checkpoint-specific" and not summary["harness_errors"]
+    assert summary["failures"] and not summary["harness_errors"]
+    for failure in summary["failures"]:  # (several value classes of the axis may reach the fault: each its own case)
+        spec = NetSpec.from_json((Path(failure["repro"]).parent / "spec.json").read_text())
+        (layer,) = spec.layers
+        assert reached(layer.params), spec.to_json()
+        assert failure["triage"] == "checkpoint-specific"
+    shrunk = min(failure["shrunk_after_s"] for failure in summary["failures"])
     print(
-        f"{fault}: found after {summary['first_failure']['after_s']} s, shrunk after {failure['shrunk_after_s']} s, "
-        f"{time.monotonic() - start:.0f} s in all: {layer.params['mutation']['class']}, {layer.params}"
+        f"{fault}: found after {summary['first_failure']['after_s']} s, first shrunk after {shrunk} s, "
+        f"{time.monotonic() - start:.0f} s in all, {len(summary['failures'])} failure(s): {layer.params}"
     )

@@ -9,17 +9,43 @@ catalog keeps those that run eagerly (`fuzz.generate.op_catalog`). docs/op-axes.
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 # The axes, in the order a sweep and a shrink prefer them (the simplest change first).
-AXES = ("flag", "dim", "optional", "layout", "shape")
+AXES = ("flag", "choice", "dim", "dims", "scalar", "optional", "layout", "shape", "partner", "dtype")
 LAYOUTS = ("transposed", "strided", "expanded")
 BATCH = 2  # the size of a batch dim put in front of an input
+# Strings an argument takes from one set of modes: a sample's string is varied to the others of its set(s).
+CHOICES = (
+    ("mean", "sum", "none"),  # a loss's reduction
+    ("none", "tanh"),  # gelu's approximate
+    ("valid", "same"),  # a convolution's padding
+    ("constant", "reflect", "replicate", "circular"),  # pad's mode
+)
+PARTNER_DTYPES = ("float64", "bfloat16")  # a partner's dtype beside the network's (type promotion)
+_MAX_DIM_LIST_RANK = 4  # dim lists of higher ranks: only their negative form (2**rank subsets is too many)
+OUT_OF_RANGE = 99  # a dim no input has: eager must reject it as such for an integer to count as a dim
 
 
 def _tensor(literal: Any) -> bool:
     return isinstance(literal, dict) and "tensor" in literal
+
+
+def _integer(literal: Any) -> bool:
+    return isinstance(literal, int) and not isinstance(literal, bool)
+
+
+def _int_list(literal: Any) -> list[int] | None:
+    """The integers of a tuple or list literal of integers (a dim list, or sizes), else None."""
+    items = literal.get("tuple") if isinstance(literal, dict) else literal if isinstance(literal, list) else None
+    return items if items and all(_integer(item) for item in items) else None
+
+
+def _like(literal: Any, items: list[int]) -> Any:
+    """``items`` in the container ``literal`` is written in (a tuple or a list literal)."""
+    return {"tuple": items} if isinstance(literal, dict) else items
 
 
 def _places(args: list, kwargs: Mapping[str, Any]) -> Iterator[tuple[list, Any]]:
@@ -47,22 +73,23 @@ def laid_out(literal: dict[str, Any], layout: str) -> dict[str, Any] | None:
     return {**literal, "layout": layout} if possible[layout] else None
 
 
-def _layouts(at: list, literal: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def _layouts(axis: str, at: list, literal: dict[str, Any]) -> Iterator[dict[str, Any]]:
     for layout in LAYOUTS:
         if (value := laid_out(literal, layout)) is not None:
-            yield _mutation("layout", layout, _edit(at, literal, value))
+            yield _mutation(axis, layout, _edit(at, literal, value))
 
 
-def _shapes(at: list, literal: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def _shapes(axis: str, at: list, literal: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Its first dim above 1 set to 1 (a partner then broadcasts), a batch dim in front, and 0-dim."""
     shape = literal["tensor"]
     if any(size > 1 for size in shape):
         index = next(i for i, size in enumerate(shape) if size > 1)
         yield _mutation(
-            "shape", "size 1", _edit(at, literal, {**literal, "tensor": [*shape[:index], 1, *shape[index + 1 :]]})
+            axis, "size 1", _edit(at, literal, {**literal, "tensor": [*shape[:index], 1, *shape[index + 1 :]]})
         )
-    yield _mutation("shape", "batch dim", _edit(at, literal, {**literal, "tensor": [BATCH, *shape]}))
+    yield _mutation(axis, "batch dim", _edit(at, literal, {**literal, "tensor": [BATCH, *shape]}))
     if shape:
-        yield _mutation("shape", "0-dim", _edit(at, literal, {**literal, "tensor": []}))
+        yield _mutation(axis, "0-dim", _edit(at, literal, {**literal, "tensor": []}))
 
 
 def _dims(at: list, sample: int, receiver_at: list, receiver: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -77,35 +104,84 @@ def _dims(at: list, sample: int, receiver_at: list, receiver: dict[str, Any]) ->
         yield _mutation("dim", "with a batch dim", batched, _edit(at, sample, dim))
 
 
+def _dim_lists(at: list, sample: Any, rank: int) -> Iterator[dict[str, Any]]:
+    """Every other non-empty set of the receiver's dims (a class per set, in size order), and the sample's dims
+    written as negative ones."""
+    own = sorted({dim % rank for dim in _int_list(sample)})
+    subsets = (
+        itertools.chain.from_iterable(itertools.combinations(range(rank), k) for k in range(1, rank + 1))
+        if rank <= _MAX_DIM_LIST_RANK
+        else ()
+    )
+    for subset in subsets:
+        if list(subset) != own:
+            yield _mutation("dims", str(subset), _edit(at, sample, _like(sample, list(subset))))
+    negative = [dim - rank for dim in own]
+    if negative != _int_list(sample):
+        yield _mutation("dims", "negative", _edit(at, sample, _like(sample, negative)))
+
+
+def _scalars(at: list, sample: float) -> Iterator[dict[str, Any]]:
+    """Zero, the sample's sign flipped (1 and -1 for zero) and a larger magnitude (an integer one more, a float ten
+    times): slopes, alphas, eps, momentum, correction, sizes and counts alike."""
+    larger = sample + 1 if _integer(sample) else (10 * sample if sample else 10.0)
+    flipped = -sample if sample else type(sample)(-1)
+    for value_class, value in (("zero", type(sample)(0)), ("sign flipped", flipped), ("larger", larger)):
+        if value != sample:
+            yield _mutation("scalar", value_class, _edit(at, sample, value))
+
+
+def _choices(at: list, sample: str) -> Iterator[dict[str, Any]]:
+    others = dict.fromkeys(mode for modes in CHOICES if sample in modes for mode in modes if mode != sample)
+    yield from (_mutation("choice", mode, _edit(at, sample, mode)) for mode in others)
+
+
+def _partner(at: list, literal: dict[str, Any], first: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """A tensor argument after the first: absent (None), laid out and shaped as the first can be (a size 1 then
+    broadcasts), of the first's shape (a 0-dim or broadcast partner made full), and in another float dtype."""
+    yield _mutation("optional", "absent", _edit(at, literal, None))
+    yield from _layouts("partner", at, literal)
+    yield from _shapes("partner", at, literal)
+    if literal["tensor"] != first["tensor"]:
+        yield _mutation("partner", "as the first", _edit(at, literal, {**literal, "tensor": first["tensor"]}))
+    for dtype in PARTNER_DTYPES if literal.get("grad", True) else ():
+        yield _mutation("dtype", dtype, _edit(at, literal, {**literal, "dtype": dtype}))
+
+
 def candidates(args: list, kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Every mutation of a call's literals to try, in `AXES` order: flags flipped, each dim of the first tensor
-    argument (for an integer that may be a dim: `out_of_range_dim` tells), optional tensors absent, each layout and
-    shape of the first tensor argument."""
+    """Every mutation of a call's literals to try, in `AXES` order: flags flipped, strings to the other modes of
+    their set, each dim and set of dims of the first tensor argument (for an integer, or a list of them, that may be
+    a dim: `out_of_range_dim` tells), other scalars, each layout and shape of the first tensor argument, each tensor
+    argument after it absent, laid out, shaped and typed otherwise."""
     found: dict[str, list[dict[str, Any]]] = {axis: [] for axis in AXES}
     receivers = [(at, literal) for at, literal in _places(args, kwargs) if _tensor(literal)]
     receiver_at, receiver = receivers[0] if receivers else (None, None)
+    rank = len(receiver["tensor"]) if receiver is not None else 0
     for at, literal in _places(args, kwargs):
         if isinstance(literal, bool):
             found["flag"].append(_mutation("flag", str(not literal).lower(), _edit(at, literal, not literal)))
-        elif (
-            isinstance(literal, int)
-            and receiver is not None
-            and -len(receiver["tensor"]) <= literal < max(len(receiver["tensor"]), 1)
-        ):
-            found["dim"] += _dims(at, literal, receiver_at, receiver)
-        elif _tensor(literal) and at[0] == "kwargs":
-            found["optional"].append(_mutation("optional", "absent", _edit(at, literal, None)))
+        elif isinstance(literal, str):
+            found["choice"] += _choices(at, literal)
+        elif _integer(literal) or isinstance(literal, float):
+            if _integer(literal) and receiver is not None and -rank <= literal < max(rank, 1):
+                found["dim"] += _dims(at, literal, receiver_at, receiver)
+            found["scalar"] += _scalars(at, literal)
+        elif (items := _int_list(literal)) and rank and all(-rank <= item < rank for item in items):
+            found["dims"] += _dim_lists(at, literal, rank)
     if receiver is not None:
-        found["layout"] += _layouts(receiver_at, receiver)
-        found["shape"] += _shapes(receiver_at, receiver)
+        found["layout"] += _layouts("layout", receiver_at, receiver)
+        found["shape"] += _shapes("shape", receiver_at, receiver)
+    for at, literal in receivers[1:]:
+        for mutation in _partner(at, literal, receiver):
+            found[mutation["axis"]].append(mutation)
     return [mutation for axis in AXES for mutation in found[axis]]
 
 
-def out_of_range_dim(mutation: dict[str, Any]) -> dict[str, Any]:
-    """A dim mutation with its dim far out of range: eager must reject it ("Dimension out of range") for the
-    integer to be a dim at all, not a size, a count or an index."""
-    *shape_edits, dim_edit = mutation["edits"]
-    return {**mutation, "edits": [*shape_edits, {**dim_edit, "value": 99}]}
+def dim_probe(at: list, sample: Any) -> dict[str, Any]:
+    """The edit putting a dim far out of range at ``at`` (an integer, or a dim list of one): eager must reject it
+    ("Dimension out of range") for the literal there to be a dim, not a size, a count or an index."""
+    value = OUT_OF_RANGE if _integer(sample) else _like(sample, [OUT_OF_RANGE])
+    return _mutation("dim", "out of range", _edit(at, sample, value))
 
 
 def _at(params: dict[str, Any], at: list) -> tuple[Any, Any]:

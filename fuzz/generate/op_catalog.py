@@ -165,20 +165,27 @@ _MUTATION_DTYPES = ("float32", "float64")  # a network's own dtype and its refer
 
 
 def _valid_mutations(form: str, target: str, args: list, kwargs: dict) -> tuple[dict, ...]:
-    """The `fuzz.generate.axes.candidates` of a call that run eagerly in `_MUTATION_DTYPES`; an integer counts as a
-    dim only where eager rejects a dim out of range as such (learned from eager's own error, once per place)."""
+    """The `fuzz.generate.axes.candidates` of a call that run eagerly in `_MUTATION_DTYPES`. An integer (or a list of
+    them) counts as a dim only where eager rejects a dim out of range as such (learned from eager's own error, once
+    per place): only a dim is varied as one, and an integer that is one is not varied as a scalar."""
     params = {"args": args, "kwargs": kwargs}
     dims: dict[str, bool] = {}
+
+    def is_dim(edit: dict) -> bool:
+        place = json.dumps(edit["at"])
+        if place not in dims:
+            probe = axes.mutated(params, axes.dim_probe(edit["at"], edit["sample"]))
+            reason = _runs_eagerly(form, target, probe["args"], probe["kwargs"], "float32") or ""
+            dims[place] = "Dimension out of range" in reason
+        return dims[place]
+
     kept = []
     for mutation in axes.candidates(args, kwargs):
-        if mutation["axis"] == "dim":
-            place = json.dumps(mutation["edits"][-1]["at"])
-            if place not in dims:
-                probe = axes.mutated(params, axes.out_of_range_dim(mutation))
-                reason = _runs_eagerly(form, target, probe["args"], probe["kwargs"], "float32") or ""
-                dims[place] = "Dimension out of range" in reason
-            if not dims[place]:
-                continue
+        edit = mutation["edits"][-1]
+        if mutation["axis"] in ("dim", "dims") and not is_dim(edit):
+            continue
+        if mutation["axis"] == "scalar" and not isinstance(edit["sample"], float) and is_dim(edit):
+            continue
         changed = axes.mutated(params, mutation)
         if all(_runs_eagerly(form, target, changed["args"], changed["kwargs"], d) is None for d in _MUTATION_DTYPES):
             kept.append(mutation)

@@ -56,7 +56,7 @@ def render(value: Any) -> str:
 
 
 def _tensor_source(literal: dict[str, Any]) -> str:
-    """A float tensor literal: adapted from ``x`` (spread, for a constant), in its layout (`fuzz.generate.axes`)."""
+    """A float tensor literal: adapted from ``x`` (spread, for a constant), in its layout and dtype (`axes`)."""
     shape, layout = list(literal["tensor"]), literal.get("layout")
     made = shape  # the shape made before the layout's view
     if layout == "transposed":
@@ -71,7 +71,8 @@ def _tensor_source(literal: dict[str, Any]) -> str:
     else:
         source = f"adapt(x, {tuple(made)}, {literal['low']!r}, {literal['high']!r}, {literal['offset']})"
     views = {"transposed": ".transpose(-2, -1)", "strided": "[..., ::2]", "expanded": f".expand({tuple(shape)})"}
-    return source + views.get(layout, "")
+    cast = f".to(torch.{literal['dtype']})" if "dtype" in literal else ""  # a partner's own dtype (type promotion)
+    return source + views.get(layout, "") + cast
 
 
 def _arguments(args: list, kwargs: Mapping[str, Any]) -> str:
@@ -92,20 +93,20 @@ def call_source(params: Mapping[str, Any], module: str = "") -> str:
     return f"fold({call}, x)"
 
 
-def _tensor_literals(value: Any) -> list[dict[str, Any]]:
+def tensor_literals(value: Any) -> list[dict[str, Any]]:
     """The encoded tensor arguments (adapted or spread, `render`) in ``value``, nested tuples and lists included."""
     if isinstance(value, dict):
         if "tensor" in value:
             return [value]
-        return [t for item in value.get("tuple", ()) for t in _tensor_literals(item)]
+        return [t for item in value.get("tuple", ()) for t in tensor_literals(item)]
     if isinstance(value, list):
-        return [t for item in value for t in _tensor_literals(item)]
+        return [t for item in value for t in tensor_literals(item)]
     return []
 
 
 def plumbing_params(params: Mapping[str, Any]) -> dict[str, Any]:
     """The params of an op layer's plumbing twin: the op call's tensor arguments, in call order."""
-    return {"args": _tensor_literals([*params["args"], *params["kwargs"].values()])}
+    return {"args": tensor_literals([*params["args"], *params["kwargs"].values()])}
 
 
 def plumbing_source(params: Mapping[str, Any]) -> str:

@@ -8,10 +8,12 @@ left to chance. Cases are ordered so that every op has run once before any op ru
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from fuzz.generate import axes
 from fuzz.generate.op_catalog import OpCall, catalog
+from fuzz.generate.ops import tensor_literals
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 
 CI_SWEEP_CASES = 16  # the ci profile's derandomized slice, spread over the whole catalog
@@ -31,11 +33,19 @@ def _case(call: OpCall, params: dict, dtype: str, device: str, seed: int) -> Net
     )
 
 
+def _degenerate(call: OpCall) -> bool:
+    """Whether a sample call has a float tensor of fewer than two elements: a poor call to vary (a one-element layer
+    norm or softmax has no gradient to get wrong; a 0-dim partner crashes thunder, known issue
+    binary-op-zero-dim-tensor-crash), taken for a value class only where no other call of the op has it."""
+    return any(math.prod(t["tensor"]) < 2 for t in tensor_literals([*call.args, *call.kwargs.values()]))
+
+
 def sweep_specs(
     device: str, dtypes: Sequence[str], kinds: Sequence[str] = ("op", "op_module"), ops: Sequence[str] | None = None
 ) -> list[NetSpec]:
     """One spec per drawable call of ``kinds`` and ``ops`` (default: all), the call alone in one checkpoint, and one
-    per argument axis value class of each op (`fuzz.generate.axes`: its first call that has it, varied so).
+    per argument axis value class of each op (`fuzz.generate.axes`: its first call that has it, varied so; a
+    `_degenerate` one last).
 
     Per op, its first sample call comes first, then the first class of each of its axes, then its other sample calls,
     then its other classes; the k-th case of each op comes after the (k-1)-th case of every op, so the first passes
@@ -45,13 +55,17 @@ def sweep_specs(
     """
     samples: dict[str, list[NetSpec]] = {}
     classes: dict[str, dict[tuple[str, str], NetSpec]] = {}
-    for call in catalog().calls:
+    calls = [
+        call
+        for call in catalog().calls
+        if any(dtype in call.dtypes for dtype in dtypes) and call.kind in kinds and (ops is None or call.op in ops)
+    ]
+    for call in calls:
         usable = [dtype for dtype in dtypes if dtype in call.dtypes]
-        if not usable or call.kind not in kinds or (ops is not None and call.op not in ops):
-            continue
         k = len(samples.setdefault(call.op, []))
         samples[call.op].append(_case(call, call.params, usable[k % len(usable)], device, k))
-        checked = [dtype for dtype in usable if dtype in ("float32", "float64")]
+    for call in sorted(calls, key=_degenerate):
+        checked = [dtype for dtype in dtypes if dtype in call.dtypes and dtype in ("float32", "float64")]
         for mutation in call.mutations if checked else ():
             if (value_class := (mutation["axis"], mutation["class"])) not in classes.setdefault(call.op, {}):
                 varied = axes.mutated(call.params, mutation)
