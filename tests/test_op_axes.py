@@ -20,10 +20,12 @@ from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.generate.sweep import sweep_specs
 from fuzz.judge.harness import check_spec
 from fuzz.model_builder import build_example
+from fuzz.report.html import axes_section
 from fuzz.report.op_family import axis_coverage
 from fuzz.report.stats import CampaignStats
 from fuzz.run.runner import run_eager
 from fuzz.strategies import layer_specs
+from tests.browser import render as render_in_browser
 from tests.campaign_runs import run_campaign
 
 SOFTMAX = {"tensor": [2], "low": -1.0, "high": 1.0, "offset": 0}
@@ -124,6 +126,21 @@ def test_the_sweep_runs_every_value_class_once_and_the_summary_counts_axes_compi
     assert "softmax dim" not in coverage["never_varied"] and coverage["never_varied"]["softmax layout"] == (
         "not drawn inside a checkpoint in this run"
     )
+
+
+def test_the_report_shows_each_ops_axes_ran_and_why_a_pair_never_did(tmp_path):
+    calls = [call for call in catalog().calls if call.op == "softmax"]
+    stats = CampaignStats()
+    dim_case = next(s for s in sweep_specs("cpu", ["float32"], ops=["softmax"]) if "mutation" in s.layers[0].params)
+    stats.record(check_spec(dim_case), 1.0)
+    coverage = axis_coverage(stats, calls)
+    page = tmp_path / "axes.html"
+    page.write_text(f"<!DOCTYPE html><html><body>{axes_section(coverage)}</body></html>")
+    dom = render_in_browser(page, tmp_path / "axes.png")
+    ran = len(coverage["by_op"]["softmax"]["dim"]["compiled"])
+    assert f"dim {ran}/{len(coverage['by_op']['softmax']['dim']['classes'])}" in dom and ran == 1
+    assert "softmax layout: not drawn inside a checkpoint in this run" in dom
+    assert axes_section({}) == ""
 
 
 def _non_last_dim(params: dict) -> bool:

@@ -63,11 +63,36 @@ def render(summary: dict[str, Any], run_dir: Path) -> str:
         _figure(_error_plot(summary.get("error_decades", {}))),
         "<h2>Examples per second</h2>",
         _figure(_timeline_plot(summary.get("timeline", {}))),
+        axes_section(summary.get("op_family", {}).get("axes", {})),
     ]
     body = "\n".join(sections)
     title = f"ckpt-parity-fuzz {_e(summary['run_id'])}"
     return f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{title}</title><style>{_STYLE}</style>' \
         f"</head><body>\n{body}\n</body></html>\n"  # fmt: skip
+
+
+def axes_section(axes: dict[str, Any]) -> str:
+    """The op family's argument axes (`fuzz.report.op_family.axis_coverage`): per op and axis, the value classes
+    that ran inside a compiled checkpoint of those offered, and why each pair never did ('' without axes)."""
+    if not axes.get("pairs"):
+        return ""
+    rows = []
+    for op, by_axis in sorted(axes["by_op"].items()):
+        cells = []
+        for axis, classes in by_axis.items():
+            ran, offered = classes["compiled"], classes["classes"]
+            tone = "passed" if ran else "failed"
+            title = f"ran: {', '.join(ran) or 'none'}; offered: {', '.join(offered)}"
+            cells.append(f'<span class="{tone}" title="{_e(title)}">{_e(axis)} {len(ran)}/{len(offered)}</span>')
+        rows.append(f"<tr><td>{_e(op)}</td><td>{' '.join(cells)}</td></tr>")
+    never = "".join(f"<li>{_e(pair)}: {_e(why)}</li>" for pair, why in sorted(axes["never_varied"].items()))
+    return (
+        f"<h2>Argument axes of the op family</h2><p>{axes['pairs_varied_in_compiled_checkpoint']} of "
+        f"{axes['pairs']} (op, axis) pairs varied inside a compiled checkpoint; per op and axis, the value classes "
+        f"that ran there of those offered (docs/op-axes.md).</p>"
+        f"<table><tr><th>op</th><th>axes: classes ran / offered</th></tr>{''.join(rows)}</table>"
+        + (f"<h3>Never varied inside a compiled checkpoint</h3><ul>{never}</ul>" if never else "")
+    )
 
 
 def _e(text: Any) -> str:
