@@ -28,6 +28,7 @@ from fuzz.generate.spec import (
     CheckpointSpec,
     LayerSpec,
     NetSpec,
+    any_trainable,
     input_update_allowed,
 )
 
@@ -275,7 +276,7 @@ def net_specs(
     autocast = draw(st.sampled_from(AUTOCAST_REGIONS[1:])) if _rarely(draw) and dtype == "float32" else None
     if autocast == "checkpoints" and not any(c.api == "checkpoint" for c in checkpoints):
         autocast = "forward"
-    trainable = any(not layer.frozen and LAYER_KINDS[layer.kind].trainable(layer.params) for layer in layers)
+    trainable = any_trainable(layers)
     seed = draw(st.integers(0, 2**16))
     # Tokens never require grad; a float input goes without grad only when some layer trains.
     input_requires_grad = vocab is None and (not _rarely(draw) or not trainable)

@@ -137,3 +137,21 @@ def test_of_two_entries_stripped_in_either_order_the_network_that_keeps_more_is_
     for ordered in (issues, issues[::-1]):
         explained_by(spec, ordered, "fixed", 60.0, in_flight=lambda stripped: ran.append(stripped) or nullcontext())
     assert [[layer.kind for layer in stripped.layers] for stripped in ran] == [["gelu"], ["gelu"]]
+
+
+def test_a_trigger_that_held_the_only_parameters_leaves_a_network_that_differentiates_its_input():
+    # A width-1 in-place residual (its output and gradients 2x eager's) before a ReLU, the input without grad (an
+    # admitted reproduction): without the trigger only the ReLU is left, which has nothing to differentiate unless
+    # the input requires grad; then it passes, and the entry explains the failure.
+    issue = next(i for i in KNOWN_ISSUES if i.id == "inplace-update-in-checkpoint-wrong-grad")
+    spec = NetSpec(
+        features=1,
+        layers=[LayerSpec("inplace_residual"), LayerSpec("relu")],
+        checkpoints=[CheckpointSpec(0, 1)],
+        batch=1,
+        input_requires_grad=False,
+    )
+    ran = []
+    assert explained_by(spec, [issue], "fixed", 60.0, in_flight=lambda stripped: ran.append(stripped) or nullcontext())
+    (stripped,) = ran
+    assert [layer.kind for layer in stripped.layers] == ["relu"] and stripped.input_requires_grad

@@ -122,9 +122,9 @@ def _dim_lists(at: list, sample: Any, rank: int) -> Iterator[dict[str, Any]]:
 
 
 def _scalars(at: list, sample: float) -> Iterator[dict[str, Any]]:
-    """Zero, the sample's sign flipped (1 and -1 for zero) and a larger magnitude (an integer one more, a float ten
-    times): slopes, alphas, eps, momentum, correction, sizes and counts alike."""
-    larger = sample + 1 if _integer(sample) else (10 * sample if sample else 10.0)
+    """Zero, the sample's sign flipped (-1 for zero) and a larger magnitude (an integer's by one, a float's ten times;
+    10 for zero): slopes, alphas, eps, momentum, correction, sizes and counts alike."""
+    larger = (sample + (1 if sample >= 0 else -1)) if _integer(sample) else (10 * sample if sample else 10.0)
     flipped = -sample if sample else type(sample)(-1)
     for value_class, value in (("zero", type(sample)(0)), ("sign flipped", flipped), ("larger", larger)):
         if value != sample:

@@ -7,6 +7,7 @@ cotangent bit for bit is in it (the seed included). The schema is documented in 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -191,6 +192,11 @@ def _is_positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
+def any_trainable(layers: Sequence[LayerSpec]) -> bool:
+    """Whether some layer of ``layers`` has parameters that train (not frozen)."""
+    return any(not layer.frozen and LAYER_KINDS[layer.kind].trainable(layer.params) for layer in layers)
+
+
 def input_update_allowed(index: int, checkpointed: bool, input_is_leaf_with_grad: bool) -> bool:
     """Whether eager accepts an in-place update of layer ``index``'s own input: only of the network's input, outside
     checkpoints, when it is not a leaf that requires grad (docs/oracle.md: what eager rejects)."""
@@ -284,7 +290,7 @@ def validate(spec: NetSpec) -> None:
             "needs no grad may update its input in place (eager rejects the rest: see docs/oracle.md)",
         )
         incoming = kind.output(layer.params, incoming)
-    trainable = any(not layer.frozen and LAYER_KINDS[layer.kind].trainable(layer.params) for layer in spec.layers)
+    trainable = any_trainable(spec.layers)
     _require(
         trainable or spec.input_requires_grad or spec.vocab is not None,
         "nothing requires grad: unfreeze a layer with parameters or let the input require grad",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,7 @@ from typing import Any
 from packaging.version import Version
 
 from fuzz.generate.reduce import valid
-from fuzz.generate.spec import NetSpec
+from fuzz.generate.spec import NetSpec, any_trainable
 from fuzz.judge.oracle import ParityFailure
 from fuzz.registry.signatures import observe, read_entry, resemblance
 from fuzz.registry.triggers import triggered, without_triggers
@@ -126,6 +126,10 @@ def explained_by(
     stripped = max(strip(issues), strip(list(reversed(issues))), key=lambda s: len(s.layers))
     if not stripped.layers:
         return True
+    if not stripped.input_requires_grad and stripped.vocab is None and not any_trainable(stripped.layers):
+        # The trigger held the network's only parameters: what is left differentiates its input instead (else
+        # there is no backward to run, and the network would prove nothing either way).
+        stripped = replace(stripped, input_requires_grad=True)
     if not valid(stripped):  # taking the trigger out broke the network: no evidence either way
         return False
     with in_flight(stripped):

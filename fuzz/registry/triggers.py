@@ -82,6 +82,13 @@ def _masks_a_whole_row(literal: object) -> bool:
     return any(not any(row) for row in rows(literal["values"]))
 
 
+_SIZE_KEYWORDS = ("repeats", "k", "size")  # keyword arguments that are sizes (zero-in-size-args)
+
+
+def _number(literal: object) -> bool:
+    return isinstance(literal, int | float) and not isinstance(literal, bool)
+
+
 def _op_params(where: Callable[[dict], bool]) -> NodePredicate:
     return lambda spec, i: "op" in spec.layers[i].params and where(spec.layers[i].params)
 
@@ -91,7 +98,12 @@ NODE_PREDICATES: dict[str, NodePredicate] = {
     "zero-dim-tensor-partner": _op_params(lambda p: any(a["tensor"] == [] for a in float_tensor_args(p)[1:])),
     "all-tensors-zero-dim": _op_params(lambda p: all(a["tensor"] == [] for a in float_tensor_args(p))),
     "unbatched-first-tensor": _op_params(lambda p: len(float_tensor_args(p)[0]["tensor"]) == 1),
-    "zero-in-size-args": _op_params(lambda p: 0 in ints(p["args"][1:])),
+    "zero-in-size-args": _op_params(
+        lambda p: 0 in ints([*p["args"][1:], *(p["kwargs"].get(key) for key in _SIZE_KEYWORDS)])
+    ),
+    "zero-exponent": _op_params(lambda p: len(p["args"]) > 1 and _number(p["args"][1]) and p["args"][1] == 0),
+    # A pooling call's padding: keyword, or fourth positional argument (default 0).
+    "pooling-padding": _op_params(lambda p: any(ints([p["kwargs"].get("padding", (p["args"] + [0] * 4)[3])]))),
     "negative-padding": _op_params(lambda p: any(i < 0 for i in ints([*p["args"][1:2], p["kwargs"].get("pad")]))),
     # A pooling call's stride: keyword, third positional argument, or the default None.
     "stride-none": _op_params(lambda p: p["kwargs"].get("stride", (p["args"] + [None] * 3)[2]) is None),

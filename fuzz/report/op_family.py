@@ -55,16 +55,19 @@ def axis_coverage(stats: CampaignStats, calls: Sequence[OpCall]) -> dict[str, An
             offered.setdefault(call.op, {}).setdefault(mutation["axis"], set()).add(mutation["class"])
     compiled: dict[tuple[str, str], set[str]] = {}
     fell_back: set[tuple[str, str]] = set()
-    for cell, (ran, fallbacks) in stats.op_axis_coverage.items():
+    failed: set[tuple[str, str]] = set()
+    for cell, (ran, fallbacks, failures) in stats.op_axis_coverage.items():
         op, axis, value_class = cell.split("\t")
         if ran:
             compiled.setdefault((op, axis), set()).add(value_class)
-        elif fallbacks:
-            fell_back.add((op, axis))
+        (fell_back if fallbacks else failed if failures else set()).add((op, axis))
     pairs = [(op, axis) for op, by_axis in offered.items() for axis in by_axis]
     never = {
         f"{op} {axis}": "drawn, but thunder sent every region holding it to its fallback"
         if (op, axis) in fell_back
+        else "drawn, but thunder failed on every network holding it (a crash or time-out: the run's failures or "
+        "known issues)"
+        if (op, axis) in failed
         else "not drawn inside a checkpoint in this run"
         for op, axis in pairs
         if (op, axis) not in compiled

@@ -74,8 +74,9 @@ class CampaignStats:
     op_coverage: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
     op_split_reasons: defaultdict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
     op_first_compiled_s: dict[str, float] = field(default_factory=dict)  # op -> campaign time it first compiled
-    # "<op>\t<axis>\t<value class>" of varied op calls inside checkpoints (fuzz.generate.axes) -> [compiled, fell back]
-    op_axis_coverage: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    # "<op>\t<axis>\t<value class>" of varied op calls inside checkpoints (fuzz.generate.axes) -> [compiled, fell back,
+    # thunder failed before it reported a compile: a crash or a time-out]
+    op_axis_coverage: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
     # "<layer kind or op>\t<checkpoint api>\t<dtype>" -> [valid examples thunder compiled it in a checkpoint, fell back]
     checkpoint_grid: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
     # "<dtype>\t<thunder|eager>\t<decade>" -> valid examples whose largest relative error vs the float64 reference
@@ -123,9 +124,11 @@ class CampaignStats:
             if "op" not in layer.params or not spec.checkpointed(index):
                 continue
             key = op_key(layer.params)
-            if (mutation := layer.params.get("mutation")) and outcome.compile_report is not None:
+            if mutation := layer.params.get("mutation"):
                 cell = f"{layer.params['op']}\t{mutation['axis']}\t{mutation['class']}"
-                self.op_axis_coverage[cell][0 if outcome.compiled else 1] += 1
+                reported = outcome.compile_report is not None  # (a known issue's failure counts too)
+                if reported or outcome.failure is not None:
+                    self.op_axis_coverage[cell][0 if outcome.compiled else 1 if reported else 2] += 1
             if outcome.compiled:
                 self.op_coverage[key][0] += 1
                 self.op_first_compiled_s.setdefault(layer.params["op"], round(elapsed_s, 1))
@@ -239,7 +242,9 @@ class CampaignStats:
                 Counter, {key: Counter(reasons) for key, reasons in data.get("op_split_reasons", {}).items()}
             ),
             op_first_compiled_s=dict(data.get("op_first_compiled_s", {})),
-            op_axis_coverage=defaultdict(lambda: [0, 0], data.get("op_axis_coverage", {})),
+            op_axis_coverage=defaultdict(  # (a run before thunder's failures were counted: two counts)
+                lambda: [0, 0, 0], {key: [*counts, 0][:3] for key, counts in data.get("op_axis_coverage", {}).items()}
+            ),
             checkpoint_grid=defaultdict(lambda: [0, 0], data.get("checkpoint_grid", {})),
             error_decades=Counter(data.get("error_decades", {})),
             timeline=Counter(data.get("timeline", {})),
