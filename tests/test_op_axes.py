@@ -207,14 +207,17 @@ def test_a_fault_no_sample_reaches_is_found_through_its_axis_and_shrunk_to_that_
     )
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
     summary = json.loads((tmp_path / "artifacts" / "latest" / "summary.json").read_text())
-    assert summary["failures"] and not summary["harness_errors"]
-    for failure in summary["failures"]:  # (several value classes of the axis may reach the fault: each its own case)
+    # The fault's failures are checkpoint-specific (it acts inside checkpoints only); a thunder-general one is a real
+    # bug another value class reached, to register, and shows here.
+    faulty = [failure for failure in summary["failures"] if failure["triage"] == "checkpoint-specific"]
+    assert faulty and not summary["harness_errors"], summary["failures"]
+    for failure in faulty:  # (several value classes of the axis may reach the fault: each its own case)
         spec = NetSpec.from_json((Path(failure["repro"]).parent / "spec.json").read_text())
         (layer,) = spec.layers
         assert reached(layer.params), spec.to_json()
-        assert failure["triage"] == "checkpoint-specific"
-    shrunk = min(failure["shrunk_after_s"] for failure in summary["failures"])
+    assert len(faulty) == len(summary["failures"]), [failure["id"] for failure in summary["failures"]]
+    shrunk = min(failure["shrunk_after_s"] for failure in faulty)
     print(
         f"{fault}: found after {summary['first_failure']['after_s']} s, first shrunk after {shrunk} s, "
-        f"{time.monotonic() - start:.0f} s in all, {len(summary['failures'])} failure(s): {layer.params}"
+        f"{time.monotonic() - start:.0f} s in all, {len(faulty)} failure(s): {layer.params}"
     )

@@ -96,6 +96,9 @@ def _op_params(where: Callable[[dict], bool]) -> NodePredicate:
 # The escape hatch: conditions the vocabulary cannot say, each named here and listed in docs/known-issues.md.
 NODE_PREDICATES: dict[str, NodePredicate] = {
     "zero-dim-tensor-partner": _op_params(lambda p: any(a["tensor"] == [] for a in float_tensor_args(p)[1:])),
+    "zero-dim-beside-a-larger-tensor": _op_params(
+        lambda p: len({a["tensor"] == [] for a in float_tensor_args(p)}) == 2  # a 0-dim tensor and one that is not
+    ),
     "all-tensors-zero-dim": _op_params(lambda p: all(a["tensor"] == [] for a in float_tensor_args(p))),
     "unbatched-first-tensor": _op_params(lambda p: len(float_tensor_args(p)[0]["tensor"]) == 1),
     "zero-in-size-args": _op_params(
