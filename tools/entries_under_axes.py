@@ -2,9 +2,10 @@
 
     .venv/bin/python -m tools.entries_under_axes [--out entries_under_axes.json] [--entries ID ...]
 
-For every entry whose registered spec has op layers, each op layer's call is varied along each (axis, value class)
-the catalog offers for it (`fuzz.generate.axes`, the first mutation of each class), the rest of the spec kept, and
-the varied spec is run as a campaign would judge it. Each varied run is one of:
+For every entry whose registered spec has op layers, each op layer's call is varied along each axis the catalog
+offers for it (`fuzz.generate.axes`: the first candidate eager runs, never one that edits what the entry's own
+mutation edited, so the bug's argument stays), the rest of the spec kept, and the varied spec is run as a campaign
+would judge it. Each varied run is one of:
 
 - ``passes``: the bug needs the sample's argument (no failure);
 - ``the entry``: it fails, the entry's triggers hold, its signature and band match and stripping its trigger makes
@@ -12,7 +13,7 @@ the varied spec is run as a campaign would judge it. Each varied run is one of:
 - ``other entries``: explained by other known issues (not this entry);
 - ``unexplained``: a failure no entry explains, which a campaign reports as new (printed with its difference from
   the entry): a different bug the axis reached, or an entry narrower than its bug;
-- ``invalid``: eager rejects the varied network in the spec's dtype.
+- ``invalid``: eager rejects every candidate tried of the axis in the spec's dtype.
 """
 
 from __future__ import annotations
@@ -24,32 +25,32 @@ from dataclasses import replace
 from pathlib import Path
 
 from fuzz.generate import axes
-from fuzz.generate.op_catalog import catalog
 from fuzz.generate.spec import NetSpec
 from fuzz.judge.harness import check_spec
 from fuzz.registry.issue import explained_by
 from fuzz.registry.known_issues import KNOWN_ISSUES, KNOWN_ISSUES_DIR, known_issues_for
 
 _OP_KINDS = ("op", "op_module")
-_CALL_KEYS = ("op", "form", "target", "args", "kwargs")
+_TRIES_PER_AXIS = 4
 _CONVERTER = "fixed"  # the campaign's default converter
 
 
-def _mutations_of(params: dict) -> list[dict]:
-    """The first catalog mutation of each value class of the call ``params`` (reverted to its sample) makes."""
-    sample = axes.reverted(params)
-    key = [sample.get(k) for k in _CALL_KEYS]
-    for call in catalog().calls:
-        if [call.params.get(k) for k in _CALL_KEYS] == key:
-            firsts: dict[tuple[str, str], dict] = {}
-            for mutation in call.mutations:
-                firsts.setdefault((mutation["axis"], mutation["class"]), mutation)
-            return list(firsts.values())
-    return []
+def _mutations_of(params: dict) -> dict[str, list[dict]]:
+    """Per axis, the `fuzz.generate.axes.candidates` of the call ``params`` makes as registered (its own mutation
+    kept: no candidate edits a place it edited), in the axes' order."""
+    held = {json.dumps(edit["at"]) for edit in params.get("mutation", {}).get("edits", [])}
+    by_axis: dict[str, list[dict]] = {}
+    for mutation in axes.candidates(params["args"], params["kwargs"]):
+        if not any(json.dumps(edit["at"]) in held for edit in mutation["edits"]):
+            by_axis.setdefault(mutation["axis"], []).append(mutation)
+    return by_axis
 
 
 def _verdict(issue_id: str, varied: NetSpec) -> tuple[str, str]:
-    outcome = check_spec(varied, converter=_CONVERTER)
+    try:
+        outcome = check_spec(varied, converter=_CONVERTER)
+    except Exception as error:  # eager itself rejects the varied call (the catalog filters these for a campaign)
+        return "invalid", f"{type(error).__name__}: {str(error).splitlines()[0][:120] if str(error) else ''}"
     if not outcome.valid:
         return "invalid", outcome.invalid_reason or ""
     if outcome.failure is None:
@@ -78,13 +79,16 @@ def measure(entry_ids: list[str] | None) -> dict:
         for index, layer in enumerate(spec.layers):
             if layer.kind not in _OP_KINDS:
                 continue
-            for mutation in _mutations_of(layer.params):
-                layers = list(spec.layers)
-                layers[index] = replace(layer, params=axes.mutated(axes.reverted(layer.params), mutation))
-                verdict, detail = _verdict(issue.id, replace(spec, layers=layers))
-                row = {"layer": index, "axis": mutation["axis"], "class": mutation["class"], "verdict": verdict}
+            for axis, mutations in _mutations_of(layer.params).items():
+                for mutation in mutations[:_TRIES_PER_AXIS]:  # the first the spec's dtype runs eagerly
+                    layers = list(spec.layers)
+                    layers[index] = replace(layer, params=axes.mutated(layer.params, mutation))
+                    verdict, detail = _verdict(issue.id, replace(spec, layers=layers))
+                    if verdict != "invalid":
+                        break
+                row = {"layer": index, "axis": axis, "class": mutation["class"], "verdict": verdict}
                 results.setdefault(issue.id, []).append({**row, **({"detail": detail} if detail else {})})
-                print(f"{issue.id}: layer {index} {mutation['axis']} {mutation['class']}: {verdict} {detail}")
+                print(f"{issue.id}: layer {index} {axis} {mutation['class']}: {verdict} {detail}", flush=True)
     counts = Counter(row["verdict"] for rows in results.values() for row in rows)
     return {"entries": len(results), "varied_runs": sum(counts.values()), "verdicts": dict(counts), "by_entry": results}
 
