@@ -60,7 +60,7 @@ def _verdict(issue_id: str, varied: NetSpec) -> tuple[str, str]:
     if (
         entry is not None
         and entry.reproduced_by(outcome.failure, varied)
-        and explained_by(varied, [entry], "stock", None)
+        and explained_by(varied, [entry], _CONVERTER, None)
     ):
         return "the entry", ""
     others = [issue for issue in known if issue.id != issue_id and issue.reproduced_by(outcome.failure, varied)]

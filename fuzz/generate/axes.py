@@ -106,7 +106,7 @@ def _dims(at: list, sample: int, receiver_at: list, receiver: dict[str, Any]) ->
 
 def _dim_lists(at: list, sample: Any, rank: int) -> Iterator[dict[str, Any]]:
     """Every other non-empty set of the receiver's dims (a class per set, in size order), and the sample's dims
-    written as negative ones."""
+    written as negative ones, in its order."""
     own = sorted({dim % rank for dim in _int_list(sample)})
     subsets = (
         itertools.chain.from_iterable(itertools.combinations(range(rank), k) for k in range(1, rank + 1))
@@ -116,7 +116,7 @@ def _dim_lists(at: list, sample: Any, rank: int) -> Iterator[dict[str, Any]]:
     for subset in subsets:
         if list(subset) != own:
             yield _mutation("dims", str(subset), _edit(at, sample, _like(sample, list(subset))))
-    negative = [dim - rank for dim in own]
+    negative = [dim % rank - rank for dim in _int_list(sample)]  # (in the sample's order)
     if negative != _int_list(sample):
         yield _mutation("dims", "negative", _edit(at, sample, _like(sample, negative)))
 

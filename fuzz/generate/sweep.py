@@ -55,28 +55,28 @@ def sweep_specs(
     """
     samples: dict[str, list[NetSpec]] = {}
     classes: dict[str, dict[tuple[str, str], NetSpec]] = {}
-    calls = [
+    drawable = [
         call
         for call in catalog().calls
         if any(dtype in call.dtypes for dtype in dtypes) and call.kind in kinds and (ops is None or call.op in ops)
     ]
-    for call in calls:
+    for call in drawable:
         usable = [dtype for dtype in dtypes if dtype in call.dtypes]
         k = len(samples.setdefault(call.op, []))
         samples[call.op].append(_case(call, call.params, usable[k % len(usable)], device, k))
-    for call in sorted(calls, key=_degenerate):
+    for call in sorted(drawable, key=_degenerate):
         checked = [dtype for dtype in dtypes if dtype in call.dtypes and dtype in ("float32", "float64")]
         for mutation in call.mutations if checked else ():
             if (value_class := (mutation["axis"], mutation["class"])) not in classes.setdefault(call.op, {}):
                 varied = axes.mutated(call.params, mutation)
                 classes[call.op][value_class] = _case(call, varied, checked[0], device, len(classes[call.op]) + 1)
     ranked: list[tuple[int, int, NetSpec]] = []
-    for number, (op, calls) in enumerate(samples.items()):
+    for number, (op, cases) in enumerate(samples.items()):
         by_class = classes.get(op, {})
         first_of_axis: dict[str, tuple[str, str]] = {}
         for key in by_class:
             first_of_axis.setdefault(key[0], key)
         firsts = [by_class[first_of_axis[axis]] for axis in axes.AXES if axis in first_of_axis]
         others = [spec for key, spec in by_class.items() if key not in first_of_axis.values()]
-        ranked += [(k, number, spec) for k, spec in enumerate([calls[0], *firsts, *calls[1:], *others])]
+        ranked += [(k, number, spec) for k, spec in enumerate([cases[0], *firsts, *cases[1:], *others])]
     return [spec for _, _, spec in sorted(ranked, key=lambda entry: entry[:2])]

@@ -109,7 +109,9 @@ def explained_by(
 ) -> bool:
     """Whether known ``issues`` explain a failure of ``spec`` in their classes: it goes away without their triggers.
 
-    A network that is nothing but the triggers is explained by them; one that taking them out leaves invalid,
+    A network that is nothing but the triggers is explained by them; one whose triggers held its only parameters
+    differentiates its input once they are out (else nothing is left to differentiate); one that taking them out
+    leaves invalid,
     or whose stripped run is invalid, is not (reported as a new failure rather than hidden). ``in_flight``: what
     to run the stripped network within (a campaign records it, should its process die).
     """

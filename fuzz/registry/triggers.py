@@ -7,6 +7,7 @@ predicate); an entry is set off when any of its triggers matches any node.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -82,9 +83,6 @@ def _masks_a_whole_row(literal: object) -> bool:
     return any(not any(row) for row in rows(literal["values"]))
 
 
-_SIZE_KEYWORDS = ("repeats", "k", "size")  # keyword arguments that are sizes (zero-in-size-args)
-
-
 def _number(literal: object) -> bool:
     return isinstance(literal, int | float) and not isinstance(literal, bool)
 
@@ -97,14 +95,24 @@ def _op_params(where: Callable[[dict], bool]) -> NodePredicate:
 NODE_PREDICATES: dict[str, NodePredicate] = {
     "zero-dim-tensor-partner": _op_params(lambda p: any(a["tensor"] == [] for a in float_tensor_args(p)[1:])),
     "zero-dim-beside-a-larger-tensor": _op_params(
-        lambda p: len({a["tensor"] == [] for a in float_tensor_args(p)}) == 2  # a 0-dim tensor and one that is not
+        lambda p: (
+            any(a["tensor"] == [] for a in float_tensor_args(p))
+            and any(math.prod(a["tensor"]) > 1 for a in float_tensor_args(p))
+        )
     ),
     "all-tensors-zero-dim": _op_params(lambda p: all(a["tensor"] == [] for a in float_tensor_args(p))),
     "unbatched-first-tensor": _op_params(lambda p: len(float_tensor_args(p)[0]["tensor"]) == 1),
-    "zero-in-size-args": _op_params(
-        lambda p: 0 in ints([*p["args"][1:], *(p["kwargs"].get(key) for key in _SIZE_KEYWORDS)])
+    "zero-in-size-args": _op_params(lambda p: 0 in ints(p["args"][1:])),
+    # topk's k, repeat_interleave's repeats: the second positional argument or that keyword.
+    "zero-count": _op_params(lambda p: 0 in ints([p["kwargs"].get("k"), p["kwargs"].get("repeats"), *p["args"][1:2]])),
+    # pow's exponent (second argument or keyword) is the number 0 and its base's values reach 0.
+    "zero-exponent": _op_params(
+        lambda p: (
+            _number(exponent := p["kwargs"].get("exponent", (p["args"] + [None, None])[1]))
+            and exponent == 0
+            and float_tensor_args(p)[0]["low"] <= 0 <= float_tensor_args(p)[0]["high"]
+        )
     ),
-    "zero-exponent": _op_params(lambda p: len(p["args"]) > 1 and _number(p["args"][1]) and p["args"][1] == 0),
     # A pooling call's padding: keyword, or fourth positional argument (default 0).
     "pooling-padding": _op_params(lambda p: any(ints([p["kwargs"].get("padding", (p["args"] + [0] * 4)[3])]))),
     "negative-padding": _op_params(lambda p: any(i < 0 for i in ints([*p["args"][1:2], p["kwargs"].get("pad")]))),

@@ -81,7 +81,7 @@ def axes_section(axes: dict[str, Any]) -> str:
         cells = []
         for axis, classes in by_axis.items():
             ran, offered = classes["compiled"], classes["classes"]
-            tone = "passed" if ran else "failed"
+            tone = "passed" if ran else "other"  # (never ran: not a failure)
             title = f"ran: {', '.join(ran) or 'none'}; offered: {', '.join(offered)}"
             cells.append(f'<span class="{tone}" title="{_e(title)}">{_e(axis)} {len(ran)}/{len(offered)}</span>')
         rows.append(f"<tr><td>{_e(op)}</td><td>{' '.join(cells)}</td></tr>")
