@@ -161,11 +161,11 @@ def _runs_eagerly(form: str, target: str, args: list, kwargs: dict, dtype: str) 
     return None
 
 
-_MUTATION_DTYPES = ("float32", "float64")  # a network's own dtype and its reference's; others are checked per spec
+MUTATION_DTYPES = ("float32", "float64")  # a network's dtype and its reference's; others draw no varied call
 
 
 def _valid_mutations(form: str, target: str, args: list, kwargs: dict) -> tuple[dict, ...]:
-    """The `fuzz.generate.axes.candidates` of a call that run eagerly in `_MUTATION_DTYPES`. An integer (or a list of
+    """The `fuzz.generate.axes.candidates` of a call that run eagerly in `MUTATION_DTYPES`. An integer (or a list of
     them) counts as a dim only where eager rejects a dim out of range as such (learned from eager's own error, once
     per place): only a dim is varied as one, and an integer that is one is not varied as a scalar."""
     params = {"args": args, "kwargs": kwargs}
@@ -187,7 +187,7 @@ def _valid_mutations(form: str, target: str, args: list, kwargs: dict) -> tuple[
         if mutation["axis"] == "scalar" and not isinstance(edit["sample"], float) and is_dim(edit):
             continue
         changed = axes.mutated(params, mutation)
-        if all(_runs_eagerly(form, target, changed["args"], changed["kwargs"], d) is None for d in _MUTATION_DTYPES):
+        if all(_runs_eagerly(form, target, changed["args"], changed["kwargs"], d) is None for d in MUTATION_DTYPES):
             kept.append(mutation)
     return tuple(kept)
 
