@@ -111,9 +111,8 @@ def explained_by(
 
     A network that is nothing but the triggers is explained by them; one whose triggers held its only parameters
     differentiates its input once they are out (else nothing is left to differentiate); one that taking them out
-    leaves invalid,
-    or whose stripped run is invalid, is not (reported as a new failure rather than hidden). ``in_flight``: what
-    to run the stripped network within (a campaign records it, should its process die).
+    leaves invalid, or whose stripped run is invalid, is not (reported as a new failure rather than hidden).
+    ``in_flight``: what to run the stripped network within (a campaign records it, should its process die).
     """
     from fuzz.judge.harness import check_spec  # here: `ckpt-fuzz bisect` imports this module, which needs no thunder
 
