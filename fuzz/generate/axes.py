@@ -151,7 +151,7 @@ def _partner(at: list, literal: dict[str, Any], first: dict[str, Any]) -> Iterat
 def candidates(args: list, kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Every mutation of a call's literals to try, in `AXES` order: flags flipped, strings to the other modes of
     their set, each dim and set of dims of the first tensor argument (for an integer, or a list of them, that may be
-    a dim: `out_of_range_dim` tells), other scalars, each layout and shape of the first tensor argument, each tensor
+    a dim: `dim_probe` tells), other scalars, each layout and shape of the first tensor argument, each tensor
     argument after it absent, laid out, shaped and typed otherwise."""
     found: dict[str, list[dict[str, Any]]] = {axis: [] for axis in AXES}
     receivers = [(at, literal) for at, literal in _places(args, kwargs) if _tensor(literal)]

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 
 from fuzz.generate import axes
-from fuzz.generate.op_catalog import OpCall, catalog
+from fuzz.generate.op_catalog import MUTATION_DTYPES, OpCall, catalog
 from fuzz.generate.ops import tensor_literals
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 
@@ -65,7 +65,7 @@ def sweep_specs(
         k = len(samples.setdefault(call.op, []))
         samples[call.op].append(_case(call, call.params, usable[k % len(usable)], device, k))
     for call in sorted(drawable, key=_degenerate):
-        checked = [dtype for dtype in dtypes if dtype in call.dtypes and dtype in ("float32", "float64")]
+        checked = [dtype for dtype in dtypes if dtype in call.dtypes and dtype in MUTATION_DTYPES]
         for mutation in call.mutations if checked else ():
             if (value_class := (mutation["axis"], mutation["class"])) not in classes.setdefault(call.op, {}):
                 varied = axes.mutated(call.params, mutation)
