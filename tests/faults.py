@@ -56,42 +56,35 @@ def scaled_gradient_in(op, factor: float, dtypes: tuple[str, ...] = ("bfloat16",
     return faulty
 
 
-def _non_last_dim_gradient_x2(op):
-    """softmax whose gradient is doubled when it reduces over a dim other than the last (no OpInfo sample does)."""
-    scaled = _scaled_gradient(op, 2.0)
+def _gradient_x2_where(fires: Callable[..., bool]):
+    """A fault maker: the op whose gradient is doubled on the calls ``fires`` (given the op's arguments) says."""
 
-    def faulty(a, *args, **kwargs):
-        dim, rank = kwargs.get("dim", args[0] if args else -1), max(a.ndim, 1)
-        return (scaled if dim % rank != rank - 1 else op)(a, *args, **kwargs)
+    def make_faulty(op):
+        scaled = _scaled_gradient(op, 2.0)
+        return lambda *args, **kwargs: (scaled if fires(*args, **kwargs) else op)(*args, **kwargs)
 
-    return faulty
-
-
-def _zero_dim_gradient_x2(op):
-    """An op whose gradient is doubled for a 0-dim input (no OpInfo sample of sigmoid is 0-dim)."""
-    scaled = _scaled_gradient(op, 2.0)
-    return lambda a, *args, **kwargs: (scaled if a.ndim == 0 else op)(a, *args, **kwargs)
+    return make_faulty
 
 
-def _without_weight_gradient_x2(op):
-    """layer_norm whose gradient is doubled when it is called without a weight (every OpInfo sample passes one)."""
-    scaled = _scaled_gradient(op, 2.0)
-
-    def faulty(a, normalized_shape, weight=None, *args, **kwargs):
-        return (scaled if weight is None else op)(a, normalized_shape, weight, *args, **kwargs)
-
-    return faulty
+def _non_last_dim(a, *args, **kwargs) -> bool:
+    """softmax reducing over a dim other than the last (no OpInfo sample does)."""
+    dim, rank = kwargs.get("dim", args[0] if args else -1), max(a.ndim, 1)
+    return dim % rank != rank - 1
 
 
-def _mixed_dtype_gradient_x2(op):
-    """A binary op whose gradient is doubled when its two tensors differ in dtype (no OpInfo sample mixes them)."""
-    scaled = _scaled_gradient(op, 2.0)
+def _zero_dim(a, *args, **kwargs) -> bool:
+    """A 0-dim input (no OpInfo sample of sigmoid is 0-dim)."""
+    return a.ndim == 0
 
-    def faulty(a, b, *args, **kwargs):
-        mixed = isinstance(b, thunder.core.proxies.TensorProxy) and b.dtype != a.dtype
-        return (scaled if mixed else op)(a, b, *args, **kwargs)
 
-    return faulty
+def _without_weight(a, normalized_shape, weight=None, *args, **kwargs) -> bool:
+    """layer_norm without a weight (every OpInfo sample passes one)."""
+    return weight is None
+
+
+def _mixed_dtypes(a, b, *args, **kwargs) -> bool:
+    """A binary op of two tensors of different dtypes (no OpInfo sample mixes them)."""
+    return isinstance(b, thunder.core.proxies.TensorProxy) and b.dtype != a.dtype
 
 
 def softmax_of_a_non_contiguous_tensor(*args, **kwargs):
@@ -230,12 +223,12 @@ FAULTS = {
     # Only one argument of one op of the op family: leaky_relu with a non-default negative_slope.
     "leaky-relu-slope-grad-x2": (F.leaky_relu, _slope_gradient_x2),
     # Only an argument value no sample of its op has: torch.softmax over a dim other than the last.
-    "softmax-non-last-dim-grad-x2": (torch.softmax, _non_last_dim_gradient_x2),
-    "sigmoid-zero-dim-grad-x2": (torch.sigmoid, _zero_dim_gradient_x2),
+    "softmax-non-last-dim-grad-x2": (torch.softmax, _gradient_x2_where(_non_last_dim)),
+    "sigmoid-zero-dim-grad-x2": (torch.sigmoid, _gradient_x2_where(_zero_dim)),
     # Only an optional argument left out where every sample passes it: layer_norm without a weight.
-    "layer-norm-without-weight-grad-x2": (F.layer_norm, _without_weight_gradient_x2),
+    "layer-norm-without-weight-grad-x2": (F.layer_norm, _gradient_x2_where(_without_weight)),
     # Only a partner of another dtype (type promotion): torch.div of a float32 and a float64 or bfloat16 tensor.
-    "div-mixed-dtype-grad-x2": (torch.div, _mixed_dtype_gradient_x2),
+    "div-mixed-dtype-grad-x2": (torch.div, _gradient_x2_where(_mixed_dtypes)),
     # Process-level failures, once per campaign (needs $FUZZ_FAULT_MARKER).
     "tanh-segfault-once": (torch.tanh, lambda op: _once(op, _segfault)),
     "tanh-hang-once": (torch.tanh, lambda op: _once(op, _hang)),
