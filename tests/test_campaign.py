@@ -106,3 +106,21 @@ def test_op_sweep_cases_whose_plumbing_fails_alike_are_one_failure_blamed_on_no_
     spec = NetSpec.from_json((Path(listed["repro"]).parent / "spec.json").read_text())
     assert [layer.kind for layer in spec.layers] == ["tanh"] and spec.checkpointed(0), spec
     assert listed["found_by_shards"] == 2 and listed["blames"] is None and not listed["variants"]
+
+
+def test_the_op_sweep_gets_what_its_cases_need_at_most_half_the_budget():
+    budget = fuzz.campaign.budget.ItemBudget(minutes=10, workers=2, timeout_s=None)  # 1,200 worker-seconds
+    case_s, share = fuzz.campaign.budget.SWEEP_CASE_S, fuzz.campaign.budget.SWEEP_MAX_SHARE
+
+    def item_s(sweep: bool) -> float:
+        budget.start_item(sweep)
+        return budget.deadline - time.monotonic()
+
+    budget.set_items(24, sweep_items=8, sweep_cases=2_000)  # a whole sweep: more than half the budget
+    assert abs(8 * item_s(True) - share * 1_200) < 1 and abs(16 * item_s(False) - (1 - share) * 1_200) < 1
+    budget.set_items(24, sweep_items=8, sweep_cases=20)  # a few ops' sweep: the random families get the rest
+    assert abs(8 * item_s(True) - 20 * case_s) < 1 and abs(16 * item_s(False) - (1_200 - 20 * case_s)) < 1
+    budget.set_items(8, sweep_items=8, sweep_cases=20)  # the sweep alone (-k op_sweep): the whole budget
+    assert abs(8 * item_s(True) - 1_200) < 1
+    budget.set_items(16)  # no sweep: an even split
+    assert abs(16 * item_s(False) - 1_200) < 1

@@ -9,6 +9,13 @@ from fuzz.judge.outcome import Outcome
 
 SHRINKING_TIMEOUT_FLOOR_S = 30.0
 SHRINKING_TIMEOUT_FACTOR = 4.0
+# The op sweep's items share at most this part of the campaign: the sweep is what covers every (op, argument axis)
+# pair, its cases ordered so that a part of it covers them all once; random composition gets the rest.
+SWEEP_MAX_SHARE = 0.5
+# What one sweep case costs on this machine (a thunderfx compile of one op in one checkpoint): mean 1.97 s, median
+# 1.4 s over a 93-case slice (docs/performance.md); the sweep's share is sized by it, so a small sweep (a few ops)
+# leaves the rest of the budget to the random families.
+SWEEP_CASE_S = 2.0
 
 
 class ItemBudget:
@@ -19,21 +26,30 @@ class ItemBudget:
     def __init__(self, minutes: float | None, workers: int, timeout_s: float | None) -> None:
         self._minutes, self._workers, self._timeout_s = minutes, workers, timeout_s
         self._item_s: float | None = None
+        self._sweep_item_s: float | None = None
         self.deadline = float("inf")
         self.failures: list[Outcome] = []  # this item's unexpected failures (the campaign appends them)
         self._validity = [0, 0]  # this item's examples: valid, invalid
 
-    def set_items(self, items: int) -> None:
-        """The campaign has ``items`` test items (all families' shards) to share the budget."""
-        minutes = self._minutes
-        self._item_s = None if minutes is None or not items else 60 * minutes * self._workers / items
+    def set_items(self, items: int, sweep_items: int = 0, sweep_cases: int = 0) -> None:
+        """The campaign has ``items`` test items (all families' shards) to share the budget, ``sweep_items`` of them the
+        op sweep's, which runs ``sweep_cases`` cases in all: those get what the cases need (`SWEEP_CASE_S` each), at
+        most `SWEEP_MAX_SHARE` of the budget; the other items share the rest evenly."""
+        if self._minutes is None or not items:
+            self._item_s = self._sweep_item_s = None
+            return
+        total_s, others = 60 * self._minutes * self._workers, items - sweep_items
+        sweep_s = min(SWEEP_MAX_SHARE * total_s, SWEEP_CASE_S * sweep_cases) if others else total_s
+        self._sweep_item_s = sweep_s / sweep_items if sweep_items else None
+        self._item_s = (total_s - sweep_s) / others if others else None
 
-    def start_item(self) -> None:
-        """A new test item starts: it gets its share of the budget, and nothing found before counts."""
+    def start_item(self, sweep: bool = False) -> None:
+        """A new test item starts (``sweep``: one of the op sweep's): it gets its share of the budget, and nothing
+        found before counts."""
         self.failures.clear()
         self._validity = [0, 0]
-        if self._item_s is not None:
-            self.deadline = time.monotonic() + self._item_s
+        if (item_s := self._sweep_item_s if sweep else self._item_s) is not None:
+            self.deadline = time.monotonic() + item_s
 
     def count(self, outcome: Outcome) -> None:
         """Count an example of the current item as valid or not."""

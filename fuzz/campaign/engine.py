@@ -66,9 +66,10 @@ class Campaign(Findings):
         self.summary_exit_status: int | None = None  # the exit status the written summary's result agrees with
         on_phase_change(lambda phase: self.folder.mark_phase(self.worker, phase))
 
-    def start_item(self) -> None:
-        """A new test item (shard) starts: its share of the budget, nothing remembered from the last one."""
-        self.budget.start_item()
+    def start_item(self, sweep: bool = False) -> None:
+        """A new test item (shard; ``sweep``: of the op sweep) starts: its share of the budget, nothing remembered
+        from the last one."""
+        self.budget.start_item(sweep)
         self._outcomes.clear()
 
     def run_example(self, spec: NetSpec, limit_s: float | None = None) -> ParityFailure | None:
@@ -168,15 +169,22 @@ class Campaign(Findings):
         )
         return drawn.filter(lambda spec: any(c.nested for c in spec.checkpoints)) if nested else drawn
 
-    def sweep_cases(self, shard: int) -> list[NetSpec]:
-        """Shard ``shard``'s part of the op sweep (`fuzz.generate.sweep`): a small slice under ``ci``, nothing under
-        replay."""
+    def _sweep(self) -> list[NetSpec]:
+        """The campaign's op sweep (`fuzz.generate.sweep`): a small slice under ``ci``, nothing under replay."""
         if self.config.profile == "replay" or not self.op_kinds:
             return []
         cases = sweep_specs(self.config.device, self.config.dtypes or DTYPES, self.op_kinds, self.config.ops)
         if self.config.profile == "ci":
             cases = cases[:: max(1, len(cases) // CI_SWEEP_CASES)][:CI_SWEEP_CASES]
-        return cases[shard :: self.config.shards]
+        return cases
+
+    def sweep_size(self) -> int:
+        """How many cases the campaign's op sweep has, all shards together."""
+        return len(self._sweep())
+
+    def sweep_cases(self, shard: int) -> list[NetSpec]:
+        """Shard ``shard``'s part of the op sweep."""
+        return self._sweep()[shard :: self.config.shards]
 
     def run_sweep_case(self, spec: NetSpec) -> ParityFailure | None:
         """Run one sweep case under the full time limit, count it, and write its failure at once (no shrinking:

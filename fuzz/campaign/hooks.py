@@ -249,14 +249,25 @@ def _shard(item: pytest.Item) -> int | None:
     return getattr(item, "callspec", None) and item.callspec.params.get("shard")
 
 
+def _sweeps(item: pytest.Item) -> bool:
+    return getattr(item, "originalname", None) == "test_op_sweep"
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """The budget is shared by the campaign's items that were selected (one family, or both)."""
-    session.config.stash[CAMPAIGN].budget.set_items(sum(_shard(item) is not None for item in session.items))
+    """The budget is shared by the campaign's items that were selected (some families, or all), the op sweep's sized
+    by its cases (`fuzz.campaign.budget.ItemBudget.set_items`)."""
+    campaign = session.config.stash[CAMPAIGN]
+    sweep_items = sum(_sweeps(item) for item in session.items)
+    campaign.budget.set_items(
+        sum(_shard(item) is not None for item in session.items),
+        sweep_items,
+        campaign.sweep_size() if sweep_items else 0,
+    )
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     campaign = item.config.stash[CAMPAIGN]
-    campaign.start_item()
+    campaign.start_item(_sweeps(item))
     if (shard := _shard(item)) is None or not hasattr(item.obj, "hypothesis"):  # the op sweep: no Hypothesis
         return
     if settings.default.derandomize:
