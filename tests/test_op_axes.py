@@ -47,13 +47,18 @@ def test_a_mutation_is_data_that_goes_back_to_the_sample_exactly():
 
 def test_each_layout_keeps_shape_and_values_range_but_not_the_strides():
     namespace = {"torch": torch, "adapt": blocks.adapt, "spread": blocks.spread, "x": torch.randn(2, 12)}
-    literal = {"tensor": [3, 2], "low": -1.0, "high": 1.0, "offset": 0}
-    for layout in axes.LAYOUTS:
-        tensor = eval(render(axes.laid_out(literal, layout)), namespace)
-        assert tensor.shape == (3, 2) and not tensor.is_contiguous(), layout
-        assert float(tensor.min()) >= -1.0 and float(tensor.max()) <= 1.0
+    for shape in ([3, 2], [2, 3, 2, 2], [2, 3, 1, 2, 2]):
+        literal = {"tensor": shape, "low": -1.0, "high": 1.0, "offset": 0}
+        for layout in axes.LAYOUTS:
+            if (laid_out := axes.laid_out(literal, layout)) is None:
+                assert layout == "channels last" and len(shape) == 2
+                continue
+            tensor = eval(render(laid_out), namespace)
+            assert tensor.shape == tuple(shape) and not tensor.is_contiguous(), (layout, shape)
+            assert float(tensor.min()) >= -1.0 and float(tensor.max()) <= 1.0
     assert axes.laid_out({**literal, "tensor": [1, 1]}, "transposed") is None
     assert axes.laid_out({**literal, "tensor": []}, "strided") is None
+    assert axes.laid_out({**literal, "tensor": [2, 1, 3, 3]}, "channels last") is None  # one channel: contiguous
 
 
 def test_the_catalog_keeps_what_eager_runs_and_learns_which_integers_are_dims():

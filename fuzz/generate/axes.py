@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import copy
 import itertools
+import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 # The axes, in the order a sweep and a shrink prefer them (the simplest change first).
 AXES = ("flag", "choice", "dim", "dims", "scalar", "optional", "layout", "shape", "partner", "dtype")
-LAYOUTS = ("transposed", "strided", "expanded")
+LAYOUTS = ("transposed", "strided", "expanded", "channels last")
 BATCH = 2  # the size of a batch dim put in front of an input
 # Strings an argument takes from one set of modes: a sample's string is varied to the others of its set(s).
 CHOICES = (
@@ -63,12 +64,15 @@ def _mutation(axis: str, value_class: str, *edits: dict[str, Any]) -> dict[str, 
 
 def laid_out(literal: dict[str, Any], layout: str) -> dict[str, Any] | None:
     """The tensor literal with ``layout`` (same shape, other strides: `fuzz.generate.ops.render`), or None where its
-    shape has no such layout: transposed needs two dims not both of size 1, strided a dim, expanded a dim above 1."""
+    shape has no such layout: transposed needs two dims not both of size 1, strided a dim, expanded a dim above 1,
+    channels last (torch.channels_last or channels_last_3d) 4 or 5 dims with channels and a spatial size above 1 (else
+    its strides are the contiguous ones)."""
     shape = literal["tensor"]
     possible = {
         "transposed": len(shape) >= 2 and not shape[-1] == shape[-2] == 1,
         "strided": bool(shape),
         "expanded": any(size > 1 for size in shape),
+        "channels last": len(shape) in (4, 5) and shape[1] > 1 and math.prod(shape[2:]) > 1,
     }
     return {**literal, "layout": layout} if possible[layout] else None
 

@@ -70,7 +70,12 @@ def _tensor_source(literal: dict[str, Any]) -> str:
         source = f"spread(x, {tuple(made)}, {literal['low']!r}, {literal['high']!r})"
     else:
         source = f"adapt(x, {tuple(made)}, {literal['low']!r}, {literal['high']!r}, {literal['offset']})"
-    views = {"transposed": ".transpose(-2, -1)", "strided": "[..., ::2]", "expanded": f".expand({tuple(shape)})"}
+    views = {
+        "transposed": ".transpose(-2, -1)",
+        "strided": "[..., ::2]",
+        "expanded": f".expand({tuple(shape)})",
+        "channels last": f".contiguous(memory_format=torch.channels_last{'_3d' if len(shape) == 5 else ''})",
+    }
     cast = f".to(torch.{literal['dtype']})" if "dtype" in literal else ""  # a partner's own dtype (type promotion)
     return source + views.get(layout, "") + cast
 
