@@ -89,6 +89,13 @@ def test_the_new_axes_vary_dim_lists_scalars_modes_and_partners_where_eager_acce
     assert {"zero", "sign flipped", "larger"} <= classes("leaky_relu", "scalar")  # negative_slope
     assert {"mean", "sum", "none"} <= classes("mse_loss", "choice") and classes("gelu", "choice") == {"none", "tanh"}
     assert "absent" in classes("layer_norm", "optional")  # a positional weight no sample leaves out
+    # linear(x, w): the bias another sample passes, appended; group_norm's None weight given
+    assert "present" in classes("linear", "optional", lambda call: len(call.args) == 2)
+    assert "present" in classes("group_norm", "optional", lambda call: call.args[2] is None)
+    unbiased = _call("linear", lambda call: len(call.args) == 2)
+    biased = axes.mutated(unbiased.params, next(m for m in unbiased.mutations if m["class"] == "present"))
+    assert len(biased["args"]) == 3 and "tensor" in biased["args"][2]
+    assert axes.reverted(biased) == unbiased.params  # the appended bias is dropped again
     assert {"float64", "bfloat16"} <= classes("mul", "dtype")
     # sizes are not dims: expand's list is never varied as dims, softmax's dim never as a scalar
     assert not classes("expand", "dims") and not classes("softmax", "scalar")

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 # The axes, in the order a sweep and a shrink prefer them (the simplest change first).
@@ -152,11 +153,36 @@ def _partner(at: list, literal: dict[str, Any], first: dict[str, Any]) -> Iterat
         yield _mutation("dtype", dtype, _edit(at, literal, {**literal, "dtype": dtype}))
 
 
-def candidates(args: list, kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
+def tensors_passed(calls: Iterable[tuple[list, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Per place (JSON of ``["args", i]`` or ``["kwargs", name]``), the first tensor literal ``calls`` pass there."""
+    passed: dict[str, dict[str, Any]] = {}
+    for args, kwargs in calls:
+        for at, literal in _places(args, kwargs):
+            if _tensor(literal):
+                passed.setdefault(json.dumps(at), literal)
+    return passed
+
+
+def _present(args: list, kwargs: Mapping[str, Any], elsewhere: Mapping[str, dict[str, Any]]) -> Iterator[dict]:
+    """An optional tensor the call leaves out (None, a keyword not given, or the next positional argument) that another
+    call of its op passes (``elsewhere``: JSON of the place -> that tensor literal), passed as there."""
+    for place, literal in elsewhere.items():
+        kind, key = json.loads(place)
+        if kind == "args" and key == len(args) or kind == "kwargs" and key not in kwargs:
+            # No sample there: `reverted` drops the argument again.
+            yield _mutation("optional", "present", {"at": [kind, key], "value": literal})
+        elif (kind == "kwargs" or key < len(args)) and (args if kind == "args" else kwargs)[key] is None:
+            yield _mutation("optional", "present", _edit([kind, key], None, literal))
+
+
+def candidates(
+    args: list, kwargs: Mapping[str, Any], elsewhere: Mapping[str, dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """Every mutation of a call's literals to try, in `AXES` order: flags flipped, strings to the other modes of
     their set, each dim and set of dims of the first tensor argument (for an integer, or a list of them, that may be
     a dim: `dim_probe` tells), other scalars, each layout and shape of the first tensor argument, each tensor
-    argument after it absent, laid out, shaped and typed otherwise."""
+    argument after it absent, laid out, shaped and typed otherwise, and a tensor the call leaves out that another
+    call of its op passes (``elsewhere``, see `_present`) present."""
     found: dict[str, list[dict[str, Any]]] = {axis: [] for axis in AXES}
     receivers = [(at, literal) for at, literal in _places(args, kwargs) if _tensor(literal)]
     receiver_at, receiver = receivers[0] if receivers else (None, None)
@@ -178,6 +204,7 @@ def candidates(args: list, kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
     for at, literal in receivers[1:]:
         for mutation in _partner(at, literal, receiver):
             found[mutation["axis"]].append(mutation)
+    found["optional"] += _present(args, kwargs, elsewhere or {})
     return [mutation for axis in AXES for mutation in found[axis]]
 
 
@@ -197,6 +224,8 @@ def mutated(params: Mapping[str, Any], mutation: dict[str, Any]) -> dict[str, An
     result = copy.deepcopy(dict(params))
     for edit in mutation["edits"]:
         container, key = _at(result, edit["at"])
+        if isinstance(container, list) and key == len(container):  # a positional argument the sample leaves out
+            container.append(None)
         container[key] = copy.deepcopy(edit["value"])
     return {**result, "mutation": mutation}
 
@@ -206,5 +235,8 @@ def reverted(params: Mapping[str, Any]) -> dict[str, Any]:
     result = copy.deepcopy({k: v for k, v in params.items() if k != "mutation"})
     for edit in reversed(params.get("mutation", {}).get("edits", [])):
         container, key = _at(result, edit["at"])
-        container[key] = copy.deepcopy(edit["sample"])
+        if "sample" in edit:
+            container[key] = copy.deepcopy(edit["sample"])
+        else:  # an argument the sample leaves out (`_present`): the last positional one, or a keyword
+            del container[key]
     return result

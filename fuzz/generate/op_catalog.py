@@ -19,7 +19,7 @@ import os
 import random
 import warnings
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import version
@@ -164,7 +164,9 @@ def _runs_eagerly(form: str, target: str, args: list, kwargs: dict, dtype: str) 
 MUTATION_DTYPES = ("float32", "float64")  # a network's dtype and its reference's; others draw no varied call
 
 
-def _valid_mutations(form: str, target: str, args: list, kwargs: dict) -> tuple[dict, ...]:
+def _valid_mutations(
+    form: str, target: str, args: list, kwargs: dict, elsewhere: Mapping[str, dict] | None = None
+) -> tuple[dict, ...]:
     """The `fuzz.generate.axes.candidates` of a call that run eagerly in `MUTATION_DTYPES`. An integer (or a list of
     them) counts as a dim only where eager rejects a dim out of range as such (learned from eager's own error, once
     per place): only a dim is varied as one, and an integer that is one is not varied as a scalar."""
@@ -180,7 +182,7 @@ def _valid_mutations(form: str, target: str, args: list, kwargs: dict) -> tuple[
         return dims[place]
 
     kept = []
-    for mutation in axes.candidates(args, kwargs):
+    for mutation in axes.candidates(args, kwargs, elsewhere):
         edit = mutation["edits"][-1]
         if mutation["axis"] in ("dim", "dims") and not is_dim(edit):
             continue
@@ -289,16 +291,18 @@ def _build_catalog(opinfos: Sequence[Any] | None = None) -> Catalog:
             module = _module_class(names[0])
             failures: list[str] = []
             dtypes = _op_dtypes(opinfo) or set(DTYPES)
+            kept: list[tuple[int, str, str, list, dict, tuple[str, ...]]] = []
             for number, (args, kwargs) in enumerate(variants):
                 for form, target, form_args, form_kwargs in _forms(targets, module, args, kwargs):
                     results = {d: _runs_eagerly(form, target, form_args, form_kwargs, d) for d in DTYPES if d in dtypes}
                     passing = tuple(d for d, failure in results.items() if failure is None)
                     failures += [failure for failure in results.values() if failure]
                     if "float64" in passing:  # the float64 reference run of every dtype needs it
-                        mutations = _valid_mutations(form, target, form_args, form_kwargs)
-                        calls.append(
-                            OpCall(opinfo.name, form, target, form_args, form_kwargs, passing, number, mutations)
-                        )
+                        kept.append((number, form, target, form_args, form_kwargs, passing))
+            for number, form, target, form_args, form_kwargs, passing in kept:
+                elsewhere = axes.tensors_passed([(a, k) for _, f, _, a, k, _ in kept if f == form])
+                mutations = _valid_mutations(form, target, form_args, form_kwargs, elsewhere)
+                calls.append(OpCall(opinfo.name, form, target, form_args, form_kwargs, passing, number, mutations))
             if not any(call.op == opinfo.name for call in calls):
                 excluded[opinfo.name] = reason or f"no variant runs eagerly through the layer: {failures[:1]}"
     return Catalog(tuple(calls), tuple(mapped), excluded, _versions())
