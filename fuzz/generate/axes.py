@@ -85,13 +85,16 @@ def _layouts(axis: str, at: list, literal: dict[str, Any]) -> Iterator[dict[str,
 
 
 def _shapes(axis: str, at: list, literal: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """Its first dim above 1 set to 1 (a partner then broadcasts), a batch dim in front, and 0-dim."""
+    """Its first dim above 1 set to 1 (a partner then broadcasts), its last dim grown by one (an odd size, a loop's
+    tail), a batch dim in front, and 0-dim."""
     shape = literal["tensor"]
     if any(size > 1 for size in shape):
         index = next(i for i, size in enumerate(shape) if size > 1)
         yield _mutation(
             axis, "size 1", _edit(at, literal, {**literal, "tensor": [*shape[:index], 1, *shape[index + 1 :]]})
         )
+    if shape:
+        yield _mutation(axis, "grown", _edit(at, literal, {**literal, "tensor": [*shape[:-1], shape[-1] + 1]}))
     yield _mutation(axis, "batch dim", _edit(at, literal, {**literal, "tensor": [BATCH, *shape]}))
     if shape:
         yield _mutation(axis, "0-dim", _edit(at, literal, {**literal, "tensor": []}))
