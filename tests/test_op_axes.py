@@ -88,6 +88,7 @@ def test_the_new_axes_vary_dim_lists_scalars_modes_and_partners_where_eager_acce
     assert {"(0,)", "(2, 3)", "(0, 1, 2, 3)", "negative"} <= classes("sum", "dims")
     assert {"zero", "sign flipped", "larger"} <= classes("leaky_relu", "scalar")  # negative_slope
     assert {"size 1", "grown", "batch dim", "0-dim"} <= classes("sigmoid", "shape")
+    assert {"reversed", "rotated"} <= classes("permute", "dims")  # a permutation's dims in another order
     assert {"mean", "sum", "none"} <= classes("mse_loss", "choice") and classes("gelu", "choice") == {"none", "tanh"}
     assert "absent" in classes("layer_norm", "optional")  # a positional weight no sample leaves out
     # linear(x, w): the bias another sample passes, appended; group_norm's None weight given

@@ -113,8 +113,8 @@ def _dims(at: list, sample: int, receiver_at: list, receiver: dict[str, Any]) ->
 
 
 def _dim_lists(at: list, sample: Any, rank: int) -> Iterator[dict[str, Any]]:
-    """Every other non-empty set of the receiver's dims (a class per set, in size order), and the sample's dims
-    written as negative ones, in its order."""
+    """Every other non-empty set of the receiver's dims (a class per set, in size order), the sample's dims written as
+    negative ones, in its order, and its dims in another order: reversed, and rotated by one (where that differs)."""
     own = sorted({dim % rank for dim in _int_list(sample)})
     subsets = (
         itertools.chain.from_iterable(itertools.combinations(range(rank), k) for k in range(1, rank + 1))
@@ -127,6 +127,11 @@ def _dim_lists(at: list, sample: Any, rank: int) -> Iterator[dict[str, Any]]:
     negative = [dim % rank - rank for dim in _int_list(sample)]  # (in the sample's order)
     if negative != _int_list(sample):
         yield _mutation("dims", "negative", _edit(at, sample, _like(sample, negative)))
+    ordered = [dim % rank for dim in _int_list(sample)]
+    if len(ordered) > 1:  # the order matters where the list is a permutation (permute, movedim)
+        for value_class, order in (("reversed", ordered[::-1]), ("rotated", [*ordered[1:], ordered[0]])):
+            if order != ordered and (value_class == "reversed" or order != ordered[::-1]):
+                yield _mutation("dims", value_class, _edit(at, sample, _like(sample, order)))
 
 
 def _scalars(at: list, sample: float) -> Iterator[dict[str, Any]]:
@@ -212,9 +217,10 @@ def candidates(
 
 
 def dim_probe(at: list, sample: Any) -> dict[str, Any]:
-    """The edit putting a dim far out of range at ``at`` (an integer, or a dim list of one): eager must reject it
-    ("Dimension out of range") for the literal there to be a dim, not a size, a count or an index."""
-    value = OUT_OF_RANGE if _integer(sample) else _like(sample, [OUT_OF_RANGE])
+    """The edit putting a dim far out of range at ``at`` (an integer, or a dim list's first, its length kept as a
+    permutation needs): eager must reject it ("Dimension out of range") for the literal there to be a dim, not a
+    size, a count or an index."""
+    value = OUT_OF_RANGE if _integer(sample) else _like(sample, [OUT_OF_RANGE, *_int_list(sample)[1:]])
     return _mutation("dim", "out of range", _edit(at, sample, value))
 
 
