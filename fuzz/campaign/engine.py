@@ -212,7 +212,7 @@ class Campaign(Findings):
         expected = False
         if known and outcome.valid:
             matching = [issue for issue in known if issue.reproduced_by(outcome.failure, outcome.spec)]
-            expected = bool(matching) and self._explained(outcome.spec, matching)
+            expected = bool(matching) and self._explained(outcome.spec, matching, others=known)
             if outcome.failure is not None and not expected:
                 self.stats.known_resembling_failures += note_resemblance(outcome.failure, outcome.spec, known)
             self.stats.known_class_failures += bool(matching)
@@ -226,12 +226,19 @@ class Campaign(Findings):
             self.write_worker_stats()
         return expected
 
-    def _explained(self, spec: NetSpec, issues: Sequence[KnownIssue], limit_s: float | None = None) -> bool:
-        """Whether known ``issues`` explain a failure of ``spec`` (`fuzz.registry.issue.explained_by`), the stripped
-        network run under ``limit_s`` (default: the budget's limit for an example now) and recorded as in flight."""
+    def _explained(
+        self,
+        spec: NetSpec,
+        issues: Sequence[KnownIssue],
+        limit_s: float | None = None,
+        others: Sequence[KnownIssue] = (),
+    ) -> bool:
+        """Whether known ``issues`` explain a failure of ``spec`` (`fuzz.registry.issue.explained_by`; ``others``: the
+        spec's other known issues, which that failure may hide), each stripped network run under ``limit_s``
+        (default: the budget's limit for an example now) and recorded as in flight."""
         limit = limit_s or self.budget.example_timeout_s()
         in_flight = lambda stripped: self._in_flight(stripped, limit)  # noqa: E731
-        return explained_by(spec, issues, self.config.converter, limit, in_flight=in_flight)
+        return explained_by(spec, issues, self.config.converter, limit, in_flight=in_flight, others=others)
 
     def _record_converter_ab(self, outcome: Outcome) -> None:
         """Append the example's A/B record to the run's ``converter_ab.jsonl``."""

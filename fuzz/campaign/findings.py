@@ -133,8 +133,9 @@ class Findings:
             same = outcome.failure is not None and outcome.failure.signature == failure.signature
             if same:
                 found[id(candidate)] = outcome.failure
-            known = [issue for issue in known_issues_for(candidate) if issue.reproduced_by(outcome.failure, candidate)]
-            return same and not (known and self._explained(candidate, known, limit))
+            applying = known_issues_for(candidate)
+            known = [issue for issue in applying if issue.reproduced_by(outcome.failure, candidate)]
+            return same and not (known and self._explained(candidate, known, limit, others=applying))
 
         twin, plumbing = with_plumbing(spec), None
         if twin != spec and valid(twin) and still_fails(twin):

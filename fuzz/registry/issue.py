@@ -106,13 +106,17 @@ def explained_by(
     converter: str,
     timeout_s: float | None,
     in_flight: Callable[[NetSpec], AbstractContextManager] = lambda spec: nullcontext(),
+    others: Sequence[KnownIssue] = (),
 ) -> bool:
     """Whether known ``issues`` explain a failure of ``spec`` in their classes: it goes away without their triggers.
 
     A network that is nothing but the triggers is explained by them; one whose triggers held its only parameters
     differentiates its input once they are out (else nothing is left to differentiate); one that taking them out
     leaves invalid, or whose stripped run is invalid, is not (reported as a new failure rather than hidden).
-    ``in_flight``: what to run the stripped network within (a campaign records it, should its process die).
+    ``others``: known issues whose own failure the first one's may hide (a crash before a wrong gradient): where the
+    stripped network fails as some of them whose triggers it holds, they must explain that failure in turn, down to a
+    network that passes. ``in_flight``: what to run a stripped network within (a campaign records it, should its
+    process die).
     """
     from fuzz.judge.harness import check_spec  # here: `ckpt-fuzz bisect` imports this module, which needs no thunder
 
@@ -135,4 +139,9 @@ def explained_by(
         return False
     with in_flight(stripped):
         outcome = check_spec(stripped, converter=converter, timeout_s=timeout_s)
-    return outcome.valid and outcome.failure is None
+    if not outcome.valid or outcome.failure is None:
+        return outcome.valid
+    left = [other for other in others if other not in issues and other.applies(stripped)]
+    hidden = [other for other in left if other.reproduced_by(outcome.failure, stripped)]
+    rest = [other for other in left if other not in hidden]
+    return bool(hidden) and explained_by(stripped, hidden, converter, timeout_s, in_flight, rest)
