@@ -87,6 +87,11 @@ def _number(literal: object) -> bool:
     return isinstance(literal, int | float) and not isinstance(literal, bool)
 
 
+def _tensor_dtype(literal: object) -> str | None:
+    """A float tensor literal's own dtype (a partner cast by the op family's dtype axis), else None."""
+    return literal.get("dtype") if isinstance(literal, dict) and "tensor" in literal else None
+
+
 def _op_params(where: Callable[[dict], bool]) -> NodePredicate:
     return lambda spec, i: "op" in spec.layers[i].params and where(spec.layers[i].params)
 
@@ -118,6 +123,10 @@ NODE_PREDICATES: dict[str, NodePredicate] = {
     "negative-padding": _op_params(lambda p: any(i < 0 for i in ints([*p["args"][1:2], p["kwargs"].get("pad")]))),
     # A pooling call's stride: keyword, third positional argument, or the default None.
     "stride-none": _op_params(lambda p: p["kwargs"].get("stride", (p["args"] + [None] * 3)[2]) is None),
+    # A convolution's bias (third positional argument or keyword) cast to a dtype other than the network's.
+    "bias-of-another-dtype": lambda spec, i: _op_params(
+        lambda p: _tensor_dtype(p["kwargs"].get("bias", (p["args"] + [None] * 3)[2])) not in (None, spec.dtype)
+    )(spec, i),
     "reduces-over-a-dim": _op_params(lambda p: len(p["args"]) > 1 or "dim" in p["kwargs"]),
     "masks-a-whole-row": _op_params(lambda p: any(_masks_a_whole_row(a) for a in [*p["args"], *p["kwargs"].values()])),
     "one-feature-per-head-batched": lambda spec, i: (
