@@ -13,15 +13,16 @@ SHRINKING_TIMEOUT_FACTOR = 4.0
 # pair, its cases ordered so that a part of it covers them all once; random composition gets the rest.
 SWEEP_MAX_SHARE = 0.5
 # What one sweep case costs on this machine (a thunderfx compile of one op in one checkpoint): mean 1.97 s, median
-# 1.4 s over a 93-case slice (docs/performance.md); the sweep's share is sized by it, so a small sweep (a few ops)
+# 1.4 s over a 93-case slice (docs/op-axes.md); the sweep's share is sized by it, so a small sweep (a few ops)
 # leaves the rest of the budget to the random families.
 SWEEP_CASE_S = 2.0
 
 
 class ItemBudget:
-    """The budget (``minutes``) split evenly over the campaign's test items (`set_items`), ``items / workers`` of
-    which each process runs, so one process or an xdist fleet ends near the budget; and what the current item
-    found so far, which decides whether it may go on and how long its examples may take."""
+    """The budget (``minutes``) split over the campaign's test items (`set_items`: the op sweep's sized by its cases,
+    the others evenly), ``items / workers`` of which each process runs, so one process or an xdist fleet ends near
+    the budget; and what the current item found so far, which decides whether it may go on and how long its examples
+    may take."""
 
     def __init__(self, minutes: float | None, workers: int, timeout_s: float | None) -> None:
         self._minutes, self._workers, self._timeout_s = minutes, workers, timeout_s

@@ -14,6 +14,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +170,7 @@ class Campaign(Findings):
         )
         return drawn.filter(lambda spec: any(c.nested for c in spec.checkpoints)) if nested else drawn
 
+    @cached_property
     def _sweep(self) -> list[NetSpec]:
         """The campaign's op sweep (`fuzz.generate.sweep`): a small slice under ``ci``, nothing under replay."""
         if self.config.profile == "replay" or not self.op_kinds:
@@ -178,13 +180,9 @@ class Campaign(Findings):
             cases = cases[:: max(1, len(cases) // CI_SWEEP_CASES)][:CI_SWEEP_CASES]
         return cases
 
-    def sweep_size(self) -> int:
-        """How many cases the campaign's op sweep has, all shards together."""
-        return len(self._sweep())
-
     def sweep_cases(self, shard: int) -> list[NetSpec]:
         """Shard ``shard``'s part of the op sweep."""
-        return self._sweep()[shard :: self.config.shards]
+        return self._sweep[shard :: self.config.shards]
 
     def run_sweep_case(self, spec: NetSpec) -> ParityFailure | None:
         """Run one sweep case under the full time limit, count it, and write its failure at once (no shrinking:

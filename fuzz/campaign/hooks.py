@@ -250,19 +250,16 @@ def _shard(item: pytest.Item) -> int | None:
 
 
 def _sweeps(item: pytest.Item) -> bool:
-    return getattr(item, "originalname", None) == "test_op_sweep"
+    return _shard(item) is not None and getattr(item, "originalname", None) == "test_op_sweep"
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The budget is shared by the campaign's items that were selected (some families, or all), the op sweep's sized
-    by its cases (`fuzz.campaign.budget.ItemBudget.set_items`)."""
+    by the cases of its selected shards (`fuzz.campaign.budget.ItemBudget.set_items`)."""
     campaign = session.config.stash[CAMPAIGN]
-    sweep_items = sum(_sweeps(item) for item in session.items)
-    campaign.budget.set_items(
-        sum(_shard(item) is not None for item in session.items),
-        sweep_items,
-        campaign.sweep_size() if sweep_items else 0,
-    )
+    sweep_shards = [_shard(item) for item in session.items if _sweeps(item)]
+    cases = sum(len(campaign.sweep_cases(shard)) for shard in sweep_shards) if campaign.config.minutes else 0
+    campaign.budget.set_items(sum(_shard(item) is not None for item in session.items), len(sweep_shards), cases)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -2,7 +2,8 @@
 
 A mutation is plain data: its ``axis``, its value ``class`` and the ``edits`` that make it, each replacing the
 literal ``at`` a place of the call (``["args", i]`` or ``["kwargs", name]``) by ``value``, keeping the ``sample``
-it replaced, so a mutated call goes back to its sample exactly (`reverted`). `candidates` proposes them; the op
+it replaced (an edit without one adds an argument the sample leaves out), so a mutated call goes back to its sample
+exactly (`reverted`). `candidates` proposes them; the op
 catalog keeps those that run eagerly (`fuzz.generate.op_catalog`). docs/op-axes.md is the taxonomy.
 """
 
@@ -128,9 +129,9 @@ def _dim_lists(at: list, sample: Any, rank: int) -> Iterator[dict[str, Any]]:
     if negative != _int_list(sample):
         yield _mutation("dims", "negative", _edit(at, sample, _like(sample, negative)))
     ordered = [dim % rank for dim in _int_list(sample)]
-    if len(ordered) > 1:  # the order matters where the list is a permutation (permute, movedim)
+    if len(ordered) > 1:  # a permutation's order is the call (permute, movedim); a reduction's should not matter
         for value_class, order in (("reversed", ordered[::-1]), ("rotated", [*ordered[1:], ordered[0]])):
-            if order != ordered and (value_class == "reversed" or order != ordered[::-1]):
+            if value_class == "reversed" or order != ordered[::-1]:  # of two dims, rotated is reversed
                 yield _mutation("dims", value_class, _edit(at, sample, _like(sample, order)))
 
 
@@ -233,7 +234,7 @@ def mutated(params: Mapping[str, Any], mutation: dict[str, Any]) -> dict[str, An
     result = copy.deepcopy(dict(params))
     for edit in mutation["edits"]:
         container, key = _at(result, edit["at"])
-        if isinstance(container, list) and key == len(container):  # a positional argument the sample leaves out
+        if "sample" not in edit and isinstance(container, list) and key == len(container):  # one the sample leaves out
             container.append(None)
         container[key] = copy.deepcopy(edit["value"])
     return {**result, "mutation": mutation}

@@ -167,9 +167,11 @@ MUTATION_DTYPES = ("float32", "float64")  # a network's dtype and its reference'
 def _valid_mutations(
     form: str, target: str, args: list, kwargs: dict, elsewhere: Mapping[str, dict] | None = None
 ) -> tuple[dict, ...]:
-    """The `fuzz.generate.axes.candidates` of a call that run eagerly in `MUTATION_DTYPES`. An integer (or a list of
-    them) counts as a dim only where eager rejects a dim out of range as such (learned from eager's own error, once
-    per place): only a dim is varied as one, and an integer that is one is not varied as a scalar."""
+    """The `fuzz.generate.axes.candidates` of a call (``elsewhere``: the tensors other calls of its op pass,
+    `axes.tensors_passed`, for the optional axis's "present" class) that run eagerly in `MUTATION_DTYPES`. An
+    integer (or a list of them) counts as a dim only where eager rejects a dim out of range as such (learned from
+    eager's own error, once per place): only a dim is varied as one, and an integer that is one is not varied as a
+    scalar."""
     params = {"args": args, "kwargs": kwargs}
     dims: dict[str, bool] = {}
 

@@ -123,10 +123,10 @@ NODE_PREDICATES: dict[str, NodePredicate] = {
     "negative-padding": _op_params(lambda p: any(i < 0 for i in ints([*p["args"][1:2], p["kwargs"].get("pad")]))),
     # A pooling call's stride: keyword, third positional argument, or the default None.
     "stride-none": _op_params(lambda p: p["kwargs"].get("stride", (p["args"] + [None] * 3)[2]) is None),
-    # A convolution's bias (third positional argument or keyword) cast to a dtype other than the network's.
-    "bias-of-another-dtype": lambda spec, i: _op_params(
-        lambda p: _tensor_dtype(p["kwargs"].get("bias", (p["args"] + [None] * 3)[2])) not in (None, spec.dtype)
-    )(spec, i),
+    # A bias (the keyword, or the third positional argument, as in the convolutions) cast to float64.
+    "float64-bias": _op_params(
+        lambda p: _tensor_dtype(p["kwargs"].get("bias", (p["args"] + [None] * 3)[2])) == "float64"
+    ),
     "reduces-over-a-dim": _op_params(lambda p: len(p["args"]) > 1 or "dim" in p["kwargs"]),
     "masks-a-whole-row": _op_params(lambda p: any(_masks_a_whole_row(a) for a in [*p["args"], *p["kwargs"].values()])),
     "one-feature-per-head-batched": lambda spec, i: (

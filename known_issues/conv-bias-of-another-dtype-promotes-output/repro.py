@@ -79,7 +79,7 @@ class Net(nn.Module):
         super().__init__()
 
     def checkpointed0(self, x):
-        x = fold(torch.conv2d(adapt(x, (1, 4, 5, 5), -8.7459, 7.962, 0), adapt(x, (1, 4, 2, 3), -7.7569, 8.4704, 1), adapt(x, (1,), -5.6553, -5.6553, 2).to(torch.float64), stride=2, padding='valid'), x)
+        x = fold(torch.conv2d(adapt(x, (1, 4, 5, 5), -8.7459, 7.962, 0), adapt(x, (1, 4, 2, 3), -7.7569, 8.4704, 1), adapt(x, (1,), -5.6553, -5.6553, 2).to(torch.float64), padding='valid', stride=2), x)
         return x
 
     def forward(self, x):
