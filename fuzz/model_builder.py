@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import io
 import linecache
+import re
+import tokenize
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from fuzz.generate import blocks
+from fuzz.generate import blocks, program
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.spec import CheckpointSpec, NetSpec
 from fuzz.generate.zoo import model_source
@@ -139,8 +142,71 @@ def _checkpointed_call(
     return methods, [f"{target} = {_call(name, arguments, ckpt, checkpointing)}", *after]
 
 
+def _on(expression: str, names: list[str]) -> str:
+    """``expression`` of ``x`` (and ``y``) with those names (not attributes or keywords) replaced by ``names``."""
+    tokens = list(tokenize.generate_tokens(io.StringIO(expression).readline))
+    spans = [
+        (token.start[1], token.end[1], names[token.string == "y"])
+        for before, token, after in zip([None, *tokens[:-1]], tokens, [*tokens[1:], None], strict=True)
+        if token.type == tokenize.NAME
+        and token.string in ("x", "y")[: len(names)]
+        and not (before is not None and before.string == ".")
+        and not (after is not None and after.string == "=")
+    ]
+    for start, end, name in reversed(spans):
+        expression = expression[:start] + name + expression[end:]
+    return expression
+
+
+def _node_lines(spec: NetSpec, span: range) -> list[str]:
+    """``v{k+1} = ...``: program layers ``span``, each on the values it reads."""
+    return [
+        f"v{i + 1} = {_on(_applied(spec, i), [f'v{read}' for read in program.reads_of(spec.layers[i], i)])}"
+        for i in span
+    ]
+
+
+def _with_scale(lines: list[str]) -> list[str]:
+    """``lines`` after ``scale = 0.5`` when they use it (the float a region that takes one is passed)."""
+    return ["scale = 0.5", *lines] if any(re.search(r"\bscale\b", line) for line in lines) else lines
+
+
+def _names(values: list[int]) -> str:
+    return ", ".join(f"v{value}" for value in values)
+
+
+def _program_forward_and_methods(spec: NetSpec, checkpointing: bool) -> list[str]:
+    """A program's region methods (with ``checkpointing``), then its ``forward``: each layer on the values it reads,
+    each checkpoint a call of its region's method on the values it takes."""
+    methods: list[str] = []
+    forward = ["v0 = x"]
+    index, regions = 0, {c.start: (i, c) for i, c in enumerate(spec.checkpoints)}
+    while index < len(spec.layers):
+        number, ckpt = regions.get(index, (None, None))
+        if ckpt is None:
+            forward += _node_lines(spec, range(index, index + 1))
+            index += 1
+            continue
+        inputs, outputs = program.region_inputs(spec, number), program.region_outputs(spec, number)
+        body = _node_lines(spec, range(ckpt.start, ckpt.stop))
+        signature, arguments = _names(inputs), _names(inputs)
+        if ckpt.extra_args:
+            signature, arguments = f"{signature}, scale", f"{arguments}, 0.5"
+        else:
+            body = _with_scale(body)
+        if checkpointing:
+            methods += _method(f"region{number}", body, signature, _names(outputs))
+        forward.append(f"{_names(outputs)} = {_call(f'self.region{number}', arguments, ckpt, checkpointing)}")
+        index = ckpt.stop
+    flat = [f"v{value}.reshape(-1)" for value in program.outputs_of(spec)]
+    returns = flat[0] if len(flat) == 1 else f"torch.cat([{', '.join(flat)}])"
+    return methods + _method("forward", _with_scale(forward), returns=returns)
+
+
 def _forward_and_methods(spec: NetSpec, checkpointing: bool) -> list[str]:
     """Source lines of the checkpointed-body methods, then of ``forward`` (see `_checkpointed_call`)."""
+    if spec.is_program:
+        return _program_forward_and_methods(spec, checkpointing)
     segments = {c.start: (i, c) for i, c in enumerate(spec.checkpoints)}
     methods: list[str] = []
     forward = ["x = self.embed(x)"] if spec.vocab is not None else []

@@ -39,12 +39,12 @@ MAX_CHANNELS = 16
 MAX_INPUT_SPATIAL = 8
 
 
-def _rarely(draw: st.DrawFn) -> bool:
+def rarely(draw: st.DrawFn) -> bool:
     """True about one time in six; shrinks to False."""
     return draw(st.integers(0, 5)) == 5
 
 
-def _param_values(param: Param, width: int, max_dim: int) -> st.SearchStrategy[Any]:
+def param_values(param: Param, width: int, max_dim: int) -> st.SearchStrategy[Any]:
     if param.domain == "dim":
         return st.integers(1, max_dim)
     if param.domain == "divisor":
@@ -58,7 +58,7 @@ def _param_values(param: Param, width: int, max_dim: int) -> st.SearchStrategy[A
     return st.sampled_from(param.choices)
 
 
-# The op family's kinds: drawn as one family whose drawn call decides the kind (see `_op_swarm`).
+# The op family's kinds: drawn as one family whose drawn call decides the kind (see `op_swarm`).
 OP_KINDS = ("op", "op_module")
 
 
@@ -83,9 +83,9 @@ def layer_specs(
     # By name, in registry order: a kind added at the end of `LAYER_KINDS` leaves every saved choice naming the kind
     # it named before (tests/test_strategies.py), so a fleet's year-old database entries keep their networks.
     kind = LAYER_KINDS[draw(st.sampled_from([taker.name for taker in takers]))]
-    drawn = {p.name: draw(_param_values(p, incoming.width, max_dim)) for p in kind.params}
+    drawn = {p.name: draw(param_values(p, incoming.width, max_dim)) for p in kind.params}
     params = dict(kind.fit(drawn, incoming))
-    frozen = _rarely(draw) and kind.trainable(params)  # drawn for every kind: shrinking is steadier
+    frozen = rarely(draw) and kind.trainable(params)  # drawn for every kind: shrinking is steadier
     return LayerSpec(kind.name, params, frozen)
 
 
@@ -93,7 +93,7 @@ SWARM_OPS = 4
 
 
 @st.composite
-def _op_swarm(draw: st.DrawFn, dtype: str, kinds: Sequence[str], ops: Sequence[str] | None) -> list[OpCall]:
+def op_swarm(draw: st.DrawFn, dtype: str, kinds: Sequence[str], ops: Sequence[str] | None) -> list[OpCall]:
     """The op calls this network may use: those of 1..`SWARM_OPS` ops drawn from the catalog (swarm testing).
 
     With ~160 ops, a network drawing each layer from all of them would rarely hold two calls of
@@ -137,13 +137,13 @@ def checkpoint_options(draw: st.DrawFn, max_segments: int, nested: bool = False)
         start=0,
         stop=max_segments,
         api=_checkpoint_api(draw),
-        preserve_rng_state=not _rarely(draw),
+        preserve_rng_state=not rarely(draw),
         determinism_check=draw(st.sampled_from(DETERMINISM_CHECKS)),
-        selective=_rarely(draw),
+        selective=rarely(draw),
         nested=nested,
         segments=draw(st.integers(1, max_segments)),
-        extra_args=_rarely(draw),
-        multi_output=_rarely(draw),
+        extra_args=rarely(draw),
+        multi_output=rarely(draw),
     )
 
 
@@ -260,12 +260,12 @@ def net_specs(
     # In registry order whatever order ``kinds`` lists them in (see `layer_specs`).
     usable = [kind for name, kind in LAYER_KINDS.items() if name in chosen and name not in OP_KINDS and kind.drawn]
     dtype = draw(st.sampled_from(dtypes))
-    op_calls = draw(_op_swarm(dtype, [k for k in OP_KINDS if k in chosen], ops))
+    op_calls = draw(op_swarm(dtype, [k for k in OP_KINDS if k in chosen], ops))
     batch = draw(st.integers(1, 4))
     spatial = draw(_spatial(usable))
     seq = draw(st.integers(1, 8)) if spatial is None and draw(st.booleans()) else None
     features = draw(st.integers(1, max_dim if spatial is None else min(max_dim, MAX_CHANNELS)))
-    vocab = draw(st.integers(2, 64)) if spatial is None and _rarely(draw) else None
+    vocab = draw(st.integers(2, 64)) if spatial is None and rarely(draw) else None
     incoming, more, placed = Incoming(batch, features, spatial and tuple(spatial), dtype, device), True, []
     while more and len(placed) < max_layers and (op_calls or any(kind.takes(incoming) for kind in usable)):
         layer, placement, more = draw(_placed_layer(usable, incoming, max_dim, op_calls, nested))
@@ -278,13 +278,13 @@ def net_specs(
         # Dynamo never compiles checkpoint_sequential (the whole network then runs eagerly), and a
         # random network's oracle needs thunder to draw its random numbers (see fuzz.judge.harness).
         checkpoints = [replace(c, api="checkpoint", segments=1) if c.api == "sequential" else c for c in checkpoints]
-    autocast = draw(st.sampled_from(AUTOCAST_REGIONS[1:])) if _rarely(draw) and dtype == "float32" else None
+    autocast = draw(st.sampled_from(AUTOCAST_REGIONS[1:])) if rarely(draw) and dtype == "float32" else None
     if autocast == "checkpoints" and not any(c.api == "checkpoint" for c in checkpoints):
         autocast = "forward"
     trainable = any_trainable(layers)
     seed = draw(st.integers(0, 2**16))
     # Tokens never require grad; a float input goes without grad only when some layer trains.
-    input_requires_grad = vocab is None and (not _rarely(draw) or not trainable)
+    input_requires_grad = vocab is None and (not rarely(draw) or not trainable)
     if any(LAYER_KINDS[layer.kind].mutates_input for layer in layers):
         layers, input_requires_grad = _input_updates_where_eager_allows(
             layers, checkpoints, input_requires_grad, trainable or vocab is not None

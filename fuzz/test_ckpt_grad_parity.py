@@ -1,7 +1,8 @@
 """The property: thunderfx (with the chosen checkpoint converter) matches eager on outputs and every gradient.
 
-Three families of networks: the general layer stacks (with the op family drawn from thunder's
-OpInfos), litgpt-style decoders around thunder's own test_checkpointing_thunderfx network
+Four families of networks: the general layer stacks (with the op family drawn from thunder's
+OpInfos), programs (layers reading any earlier values, aliases, in-place updates, checkpointed regions of the data
+flow: `fuzz.generate.program`), litgpt-style decoders around thunder's own test_checkpointing_thunderfx network
 (`fuzz.generate.decoder`), and the model zoo, Hugging Face transformers models with gradient checkpointing
 (`fuzz.generate.zoo`). Before them, the op sweep runs every op call of the catalog alone in a checkpoint.
 """
@@ -58,6 +59,14 @@ def test_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -
     # `shard` only splits the campaign into several test items so xdist can spread it over workers.
     _end_if_out_of_budget(campaign)
     _check(data.draw(campaign.specs(), label="spec"), campaign)
+
+
+@given(data=st.data())
+def test_program_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -> None:
+    """Programs (`fuzz.generate.program`): values read by any later layer, views and clones updated in place,
+    checkpoints as regions of the data flow taking aliased inputs and returning several outputs."""
+    _end_if_out_of_budget(campaign)
+    _check(data.draw(campaign.programs(), label="spec"), campaign)
 
 
 # Nested checkpoints: thunder crashes on them (known issue nested-checkpoint-crash), often only after minutes of

@@ -208,6 +208,63 @@ def _view_updates_faulty(checkpoint_converter):
     return faulty
 
 
+def _checkpoints(graph: torch.fx.Graph) -> list[torch.fx.Node]:
+    return [
+        node
+        for node in graph.nodes
+        if node.op == "call_function" and node.target is torch.ops.higher_order.tag_activation_checkpoint
+    ]
+
+
+def _aliased_checkpoint_inputs_faulty(checkpoint_converter):
+    """thunderfx's preparation of each region it hands to thunder, followed by a fault in every checkpoint that takes
+    two tensors sharing memory (their FX example values alias: a tensor and its view, two views): its first input is
+    scaled by 1.5, as a region split that copies one of two aliased inputs would get it wrong."""
+
+    def faulty(gm, region):
+        checkpoint_converter(gm, region)
+        for node in _checkpoints(region.graph):
+            inputs = [arg for arg in node.args[1:] if isinstance(arg, torch.fx.Node)]
+            values = [arg.meta.get("example_value") for arg in inputs]
+            tensors = [value for value in values if isinstance(value, torch.Tensor)]
+            if any(torch._C._is_alias_of(a, b) for i, a in enumerate(tensors) for b in tensors[i + 1 :]):
+                with region.graph.inserting_before(node):
+                    scaled = region.graph.call_function(operator.mul, (inputs[0], 1.5))
+                node.args = (node.args[0], *(scaled if arg is inputs[0] else arg for arg in node.args[1:]))
+        region.recompile()
+
+    return faulty
+
+
+def _is_update(node: torch.fx.Node) -> bool:
+    return node.op == "call_method" and node.target.endswith("_") and not node.target.startswith("__")
+
+
+def _clone_update_leaks_faulty(checkpoint_converter):
+    """thunderfx's preparation of each region it hands to thunder, followed by a fault: after an in-place update of a
+    clone (or of a view of it), every later read of the tensor it was cloned from reads the clone instead, as a
+    functionalization that takes the clone for the original would."""
+
+    def faulty(gm, region):
+        checkpoint_converter(gm, region)
+        nodes = list(region.graph.nodes)
+        for position, node in enumerate(nodes):
+            is_clone = (node.op == "call_method" and node.target == "clone") or node.target is torch.clone
+            if not is_clone or not isinstance(node.args[0], torch.fx.Node):
+                continue
+            original, aliases = node.args[0], {node}
+            for later in nodes[position + 1 :]:
+                if later.args and later.args[0] in aliases and (_is_view(later) or _is_update(later)):
+                    if _is_update(later):
+                        for reader in nodes[nodes.index(later) + 1 :]:
+                            reader.args = tuple(node if arg is original else arg for arg in reader.args)
+                        break
+                    aliases.add(later)
+        region.recompile()
+
+    return faulty
+
+
 FAULTS = {
     "tanh-grad-x2": (torch.tanh, lambda op: _scaled_gradient(op, 2.0)),
     "tanh-grad-x1.001": (torch.tanh, lambda op: _scaled_gradient(op, 1.001)),
@@ -243,6 +300,14 @@ PATCHES = {
     "inplace-view-update-twice": (thunder.dynamo.splitter, "checkpoint_converter", _view_updates_faulty),
     # Only a layout no sample has: torch.softmax of a transposed, strided or expanded tensor.
     "softmax-non-contiguous-grad-x2": (thunder.dynamo.splitter, "checkpoint_converter", _non_contiguous_softmax_faulty),
+    # Only a checkpoint that takes two aliased tensors (a program's region on a tensor and its view).
+    "checkpoint-aliased-inputs-x1.5": (
+        thunder.dynamo.splitter,
+        "checkpoint_converter",
+        _aliased_checkpoint_inputs_faulty,
+    ),
+    # Only a read of a tensor after an in-place update of its clone (a program's data flow).
+    "clone-update-leaks-to-original": (thunder.dynamo.splitter, "checkpoint_converter", _clone_update_leaks_faulty),
 }
 # Faults made of several entries of FAULTS.
 GROUPS = {"conv-dilation-grad-x2": [name for name in FAULTS if name.startswith("conv-dilation-grad-x2-")]}

@@ -38,17 +38,22 @@ def _inputs(kind_name: str) -> list[tuple[int, ...] | None]:
 def test_every_layer_kind_builds_and_runs_forward_and_backward(kind, spatial, dtype):
     layer_kind, incoming = LAYER_KINDS[kind], Incoming(2, 5, spatial, dtype)
     layers = [LayerSpec(kind, dict(layer_kind.fit(_params(kind), incoming)))]
+    if layer_kind.flow is not None:  # a program's: on the input, or updating a clone of it (tests/test_programs.py)
+        layers = [LayerSpec("clone", reads=[0])] if layer_kind.flow.updates else []
+        reads = [len(layers), 0][: layer_kind.flow.reads]
+        layers.append(LayerSpec(kind, dict(layer_kind.fit(_params(kind), incoming)), reads=reads))
+        spatial = None
     if layer_kind.mutates_input:  # on the network's input, which then needs no grad, outside checkpoints
         trainable = "batch_norm" if spatial else "linear"
         layers.append(LayerSpec(trainable, dict(LAYER_KINDS[trainable].fit(_params(trainable), incoming))))
     spec = NetSpec(
         features=5,
         batch=2,
-        seq=None if spatial else 3,
+        seq=None if spatial or layer_kind.flow else 3,
         spatial=spatial and list(spatial),
         dtype=dtype,
         layers=layers,
-        checkpoints=[] if layer_kind.mutates_input else [CheckpointSpec(0, 1)],
+        checkpoints=[] if layer_kind.mutates_input else [CheckpointSpec(0, len(layers))],
         input_requires_grad=not layer_kind.mutates_input,
     )
     validate(spec)

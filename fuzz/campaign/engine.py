@@ -25,6 +25,7 @@ from fuzz.campaign.budget import ItemBudget
 from fuzz.campaign.config import CampaignConfig
 from fuzz.campaign.findings import Findings, note_resemblance
 from fuzz.generate.coverage import traits
+from fuzz.generate.program_specs import program_specs
 from fuzz.generate.spec import DTYPES, NetSpec
 from fuzz.generate.sweep import CI_SWEEP_CASES, sweep_specs
 from fuzz.judge.harness import check_spec
@@ -169,6 +170,12 @@ class Campaign(Findings):
             nested=nested,
         )
         return drawn.filter(lambda spec: any(c.nested for c in spec.checkpoints)) if nested else drawn
+
+    def programs(self) -> st.SearchStrategy[NetSpec]:
+        """The programs this campaign draws (`fuzz.generate.program_specs`: its layer kinds, ops and dtypes)."""
+        return program_specs(
+            device=self.config.device, kinds=self.config.kinds, dtypes=self.config.dtypes or DTYPES, ops=self.config.ops
+        )
 
     @cached_property
     def _sweep(self) -> list[NetSpec]:

@@ -70,6 +70,27 @@ def _unchanged(params: Mapping[str, Any], incoming: Incoming) -> Mapping[str, An
 
 
 @dataclass(frozen=True)
+class Flow:
+    """What a data-flow kind of a program (`fuzz.generate.program`) does with the values it reads, for the rules of
+    where eager allows an in-place update. Its source reads ``x`` (and ``y``, the second value it reads).
+
+    ``reads``: how many values it reads. ``aliases``: its value is a view of ``x``. ``updates``: it updates ``x`` in
+    place, its value is ``x``. ``fresh``: its value is a new tensor that nothing saves for backward, so a later
+    in-place update of it is allowed. ``saves``: it saves the values it reads for backward (a later update of them
+    fails in eager's backward). ``saves_value``: it saves its own value (sigmoid_'s backward reads its result).
+    ``twin``: the out-of-place kind an update becomes where eager would reject it.
+    """
+
+    reads: int = 1
+    aliases: bool = False
+    updates: bool = False
+    fresh: bool = False
+    saves: bool = False
+    saves_value: bool = False
+    twin: str | None = None
+
+
+@dataclass(frozen=True)
 class LayerKind:
     """A kind of layer: parameters, output width, source, and what it needs of the harness.
 
@@ -86,7 +107,8 @@ class LayerKind:
     the drawn ``params`` made valid for ``incoming`` (a spec is valid only where its params are fitted
     already). ``accepts(incoming)``: whether the kind can take that input at all. ``mutates_input``:
     may update its own input in place (see `fuzz.generate.spec.validate` for where eager allows it). ``drawn``: the
-    strategies draw it (not so a kind only reduction makes, `fuzz.generate.reduce`).
+    strategies draw it (not so a kind only reduction makes, `fuzz.generate.reduce`). ``flow``: a data-flow kind,
+    a node of programs only (`Flow`). ``transposes``: its output is its ``(rows, width)`` input transposed.
     """
 
     name: str
@@ -108,9 +130,13 @@ class LayerKind:
     fit: Callable[[Mapping[str, Any], Incoming], Mapping[str, Any]] = _unchanged
     accepts: Callable[[Incoming], bool] | None = None
     drawn: bool = True
+    flow: Flow | None = None
+    transposes: bool = False
 
     def output(self, params: Mapping[str, Any], incoming: Incoming) -> Incoming:
         """What a layer of this kind with ``params`` outputs for ``incoming``."""
+        if self.transposes:  # a matrix (rows, width) transposed
+            return dataclasses.replace(incoming, batch=incoming.width, width=incoming.batch)
         spatial = None if incoming.spatial is None else self.out_spatial(params, incoming.spatial)
         return dataclasses.replace(incoming, width=self.out_features(params, incoming.width), spatial=spatial)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 from fuzz.generate import ops
+from fuzz.generate.flow import FLOW_KINDS
 from fuzz.generate.kind import LayerKind, Param
 from fuzz.generate.kind_code import (
     ACTIVATION,
@@ -151,5 +152,7 @@ LAYER_KINDS: dict[str, LayerKind] = {
         # reduction tries before it blames an op.
         LayerKind("op_plumbing", lambda p, d: ops.plumbing_source(p), (Param("args", "literal"),), functional=True,
                   helpers=ops.HELPERS, layout="any", drawn=False),
+        # Nodes of programs only (never drawn for a stack): copies, views, two-value arithmetic, in-place updates.
+        *FLOW_KINDS,
     )
 }  # fmt: skip

@@ -20,19 +20,38 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from fuzz.generate import axes, ops
+from fuzz.generate import axes, ops, program
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.spec import LayerSpec, NetSpec, SpecError, validate
 
 
+def _rewired(spec: NetSpec, index: int) -> tuple[list[LayerSpec], list[int] | None]:
+    """A program's layers and outputs without layer ``index``: what read its value reads its first input instead."""
+    removed, first = index + 1, program.reads_of(spec.layers[index], index)[0]
+
+    def moved(value: int) -> int:
+        return first if value == removed else value - (value > removed)
+
+    layers = [
+        layer if i < index or layer.reads is None else replace(layer, reads=[moved(read) for read in layer.reads])
+        for i, layer in enumerate(spec.layers)
+        if i != index
+    ]
+    outputs = None if spec.outputs is None else list(dict.fromkeys(moved(value) for value in spec.outputs))
+    return layers, outputs
+
+
 def _without_layer(spec: NetSpec, index: int) -> NetSpec:
+    layers, outputs = (
+        _rewired(spec, index) if spec.is_program else (spec.layers[:index] + spec.layers[index + 1 :], None)
+    )
     checkpoints = []
     for ckpt in spec.checkpoints:
         start = ckpt.start - (ckpt.start > index)
         stop = ckpt.stop - (ckpt.stop > index)
         if stop > start:
             checkpoints.append(replace(ckpt, start=start, stop=stop, segments=min(ckpt.segments, stop - start)))
-    return replace(spec, layers=spec.layers[:index] + spec.layers[index + 1 :], checkpoints=checkpoints)
+    return replace(spec, layers=layers, checkpoints=checkpoints, outputs=outputs)
 
 
 def without_layers(spec: NetSpec, indexes: list[int]) -> NetSpec:
@@ -48,7 +67,7 @@ PLUMBING = "op_plumbing"
 def with_plumbing(spec: NetSpec, indexes: list[int] | None = None) -> NetSpec:
     """``spec`` with the op layers at ``indexes`` (default: all of them) replaced by their plumbing twins."""
     layers = [
-        LayerSpec(PLUMBING, ops.plumbing_params(layer.params), layer.frozen)
+        replace(layer, kind=PLUMBING, params=ops.plumbing_params(layer.params))
         if "op" in layer.params and (indexes is None or index in indexes)
         else layer
         for index, layer in enumerate(spec.layers)
@@ -97,7 +116,8 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
         if LAYER_KINDS[layer.kind].params and "op" not in layer.params:
             for name in order[: order.index(layer.kind)]:
                 if not LAYER_KINDS[name].params:
-                    yield replace(spec, layers=[*spec.layers[:index], LayerSpec(name), *spec.layers[index + 1 :]])
+                    simpler = replace(layer, kind=name, params={}, frozen=False)
+                    yield replace(spec, layers=[*spec.layers[:index], simpler, *spec.layers[index + 1 :]])
     # The plain input: float features that require grad, no embedding.
     if spec.vocab is not None or not spec.input_requires_grad:
         yield replace(spec, vocab=None, input_requires_grad=True)
@@ -121,12 +141,12 @@ def _alone(spec: NetSpec) -> Iterator[NetSpec]:
 
 def _refitted(spec: NetSpec) -> NetSpec:
     """``spec`` with each layer's params fitted (`fuzz.generate.kind.LayerKind.fit`) to what enters it."""
-    incoming, layers = spec.incoming()[0], []
-    for layer in spec.layers:
-        kind = LAYER_KINDS[layer.kind]
+    shapes, layers = [spec.incoming()[0]], []
+    for index, layer in enumerate(spec.layers):
+        kind, incoming = LAYER_KINDS[layer.kind], shapes[program.reads_of(layer, index)[0]]
         layer = replace(layer, params=dict(kind.fit(layer.params, incoming)))
         layers.append(layer)
-        incoming = kind.output(layer.params, incoming)
+        shapes.append(kind.output(layer.params, incoming))
     return replace(spec, layers=layers)
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fuzz.generate import program
 from fuzz.generate.architectures import ZooModel, model_problems
 from fuzz.generate.kind import Incoming
 from fuzz.generate.layers import LAYER_KINDS
@@ -36,11 +37,16 @@ class SpecError(ValueError):
 
 @dataclass
 class LayerSpec:
-    """One layer: its kind (a key of `fuzz.generate.layers.LAYER_KINDS`) and that kind's parameters."""
+    """One layer: its kind (a key of `fuzz.generate.layers.LAYER_KINDS`) and that kind's parameters.
+
+    ``reads``: in a program (`fuzz.generate.program`), the values it reads (0 the network's input, ``k`` layer
+    ``k - 1``'s output); None in a layer stack, where each layer reads its predecessor's output.
+    """
 
     kind: str
     params: dict[str, Any] = field(default_factory=dict)
     frozen: bool = False
+    reads: list[int] | None = None
 
 
 @dataclass
@@ -81,6 +87,8 @@ class NetSpec:
     checkpoint of api "checkpoint". ``inputs``: one of `INPUTS`.
     With ``model`` set the network is that transformers model (`fuzz.generate.architectures`) on ``(batch, seq)``
     tokens of ``vocab``, returning its logits: no layers, no checkpoints of ours, ``features`` its hidden size.
+    A program (`is_program`: some layer has ``reads``) returns its ``outputs`` values (default: the last) flattened and
+    concatenated.
     """
 
     features: int
@@ -97,6 +105,7 @@ class NetSpec:
     inputs: str = "random"
     spatial: list[int] | None = None
     model: ZooModel | None = None
+    outputs: list[int] | None = None
     version: int = SPEC_VERSION
 
     @property
@@ -109,8 +118,17 @@ class NetSpec:
             return (self.batch, width, *spatial)
         return (self.batch, width) if self.seq is None else (self.batch, self.seq, width)
 
+    @property
+    def is_program(self) -> bool:
+        """Whether the spec is a program (`fuzz.generate.program`) rather than a layer stack."""
+        return self.outputs is not None or any(layer.reads is not None for layer in self.layers)
+
     def incoming(self) -> list[Incoming]:
-        """What enters each layer (batch, width, spatial sizes), then what the network outputs."""
+        """What enters each layer (batch, width, spatial sizes; a program's layer: the first value it reads), then
+        what the last layer outputs."""
+        if self.is_program:
+            shapes = [value.shape for value in program.values(self.layers, self.checkpoints, self._input())]
+            return [shapes[program.reads_of(layer, i)[0]] for i, layer in enumerate(self.layers)] + [shapes[-1]]
         shapes = [self._input()]
         for layer in self.layers:
             shapes.append(LAYER_KINDS[layer.kind].output(layer.params, shapes[-1]))
@@ -128,6 +146,9 @@ class NetSpec:
     def output_shape(self) -> tuple[int, ...]:
         if self.model is not None:
             return (self.batch, self.seq, self.vocab)
+        if self.is_program:
+            shapes = program.values(self.layers, self.checkpoints, self._input())
+            return (sum(shapes[value].shape.batch * shapes[value].shape.width for value in program.outputs_of(self)),)
         out = self.incoming()[-1]
         return self._shape(out.width, out.spatial)
 
@@ -150,7 +171,14 @@ class NetSpec:
         return any(c.start <= index < c.stop for c in self.checkpoints)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The spec as JSON-ready data; a stack leaves out the program fields (its JSON is as before programs)."""
+        data = asdict(self)
+        if data["outputs"] is None:
+            del data["outputs"]
+        for layer in data["layers"]:
+            if layer["reads"] is None:
+                del layer["reads"]
+        return data
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
@@ -248,10 +276,19 @@ def validate(spec: NetSpec) -> None:
         spec.spatial is None or (spec.seq is None and spec.vocab is None),
         "an image input (spatial) takes neither seq nor vocab",
     )
-    incoming = spec._input()
+    for problem in program.program_problems(spec) if spec.is_program else ():
+        raise SpecError(problem)
+    shapes = [spec._input()]
     for index, layer in enumerate(spec.layers):
-        kind, width = LAYER_KINDS.get(layer.kind), incoming.width
+        kind = LAYER_KINDS.get(layer.kind)
         _require(kind is not None, f"layers[{index}]: unknown kind {layer.kind!r}; known: {', '.join(LAYER_KINDS)}")
+        if spec.is_program:
+            for problem in program.reads_problems(spec.layers, index, shapes):
+                raise SpecError(problem)
+        else:
+            _require(kind.flow is None, f"layers[{index}] ({layer.kind}): a data-flow kind needs a program (reads)")
+        incoming = shapes[program.reads_of(layer, index)[0]]
+        width = incoming.width
         _require(
             kind.takes(incoming),
             f"layers[{index}] ({layer.kind}): a {kind.layout} layer cannot take an input of shape "
@@ -289,7 +326,10 @@ def validate(spec: NetSpec) -> None:
             f"layers[{index}] ({layer.kind}): only the first layer, outside checkpoints, of a network whose input "
             "needs no grad may update its input in place (eager rejects the rest: see docs/oracle.md)",
         )
-        incoming = kind.output(layer.params, incoming)
+        shapes.append(kind.output(layer.params, incoming))
+    if spec.is_program:
+        for problem in program.update_problems(spec.layers, spec.checkpoints, spec._input()):
+            raise SpecError(problem)
     trainable = any_trainable(spec.layers)
     _require(
         trainable or spec.input_requires_grad or spec.vocab is not None,

@@ -160,7 +160,7 @@ SPEC_PREDICATES: dict[str, tuple[Callable[[NetSpec], bool], Callable[[NetSpec], 
 
 
 def _as_linear(layer: LayerSpec) -> LayerSpec:
-    return LayerSpec("linear", {"out_features": layer.params["out_features"], "bias": True}, layer.frozen)
+    return replace(layer, kind="linear", params={"out_features": layer.params["out_features"], "bias": True})
 
 
 # How a triggering node is taken out; deleting it is the default.

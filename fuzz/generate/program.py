@@ -1,0 +1,172 @@
+"""Programs: layers that read any earlier values, with checkpoints as regions of the data flow.
+
+A spec is a program when a layer says which values it reads (`LayerSpec.reads`): value 0 is the network's input,
+value ``k`` the output of layer ``k - 1``. Values fan out to any number of readers; the data-flow kinds
+(`fuzz.generate.flow`) copy, view, combine and update them in place. A checkpoint covers layers ``start .. stop-1``
+(a region): its function takes every earlier value they read (views of one another included) and returns every value
+of its own that is read after it (all of them with ``multi_output``, some then unused). The network returns its
+output values (default: the last) flattened and concatenated. Programs are matrices ``(batch, features)``.
+
+Eager rejects some in-place updates (docs/oracle.md); `update_problems` says which, and `repaired` turns such an
+update into its out-of-place twin, so the strategies' programs are valid by construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from fuzz.generate.kind import Incoming
+from fuzz.generate.layers import LAYER_KINDS
+
+
+@dataclass(frozen=True)
+class Value:
+    """A value of a program: its shape (``batch`` rows of ``width``), the value owning its storage (itself, unless
+    it is a view or an updated value) and the checkpoint it is made in (None outside checkpoints)."""
+
+    shape: Incoming
+    base: int
+    region: int | None
+
+
+def reads_of(layer: Any, index: int) -> list[int]:
+    """The values layer ``index`` reads: its ``reads``, or its predecessor's output in a stack."""
+    return list(layer.reads) if layer.reads is not None else [index]
+
+
+def region_of(checkpoints: Sequence[Any], index: int) -> int | None:
+    """The number of the checkpoint that holds layer ``index``, or None."""
+    return next((number for number, c in enumerate(checkpoints) if c.start <= index < c.stop), None)
+
+
+class _Flowing:
+    """The values made so far, and what eager's rules on in-place updates need to know about them."""
+
+    def __init__(self, incoming: Incoming) -> None:
+        self.values = [Value(incoming, 0, None)]
+        self.saved: set[int] = set()  # bases some layer saved for backward
+        self.read_by_region: set[int] = set()  # bases some checkpoint took as an input
+
+    def update_problem(self, reads: list[int], region: int | None) -> str | None:
+        """Why eager would reject an in-place update of value ``reads[0]`` (adding ``reads[1]``) in ``region``."""
+        target = self.values[reads[0]]
+        if target.base == 0:
+            return "updates the network's input in place (a leaf that requires grad: eager rejects it)"
+        if target.base in self.saved:
+            return f"updates value {reads[0]} in place after a layer saved it for backward (eager's backward fails)"
+        if region is not None and self.values[target.base].region != region:
+            return f"updates value {reads[0]}, made outside its checkpoint, in place (the recomputation would differ)"
+        if target.base in self.read_by_region:
+            return f"updates value {reads[0]} in place after a checkpoint took it (its recomputation would differ)"
+        if len(reads) > 1 and reads[1] != reads[0] and self.values[reads[1]].base == target.base:
+            return f"adds value {reads[1]} to value {reads[0]} in place, which share memory (eager rejects it)"
+        return None
+
+    def add(self, layer: Any, reads: list[int], region: int | None) -> None:
+        """Append the value of ``layer``, which reads ``reads`` in ``region``."""
+        kind, x = LAYER_KINDS[layer.kind], self.values[reads[0]]
+        flow, shape = kind.flow, kind.output(layer.params, x.shape)
+        value = Value(shape, len(self.values) if flow is None or flow.fresh else x.base, region)
+        if flow is None or flow.saves:  # a layer's backward may read what it read (conservatively: any layer's does)
+            self.saved |= {self.values[read].base for read in reads}
+        if flow is None or flow.saves_value:
+            self.saved.add(value.base)
+        if region is not None:
+            self.read_by_region |= {self.values[read].base for read in reads if self.values[read].region != region}
+        self.values.append(value)
+
+
+def _walk(
+    layers: Sequence[Any], checkpoints: Sequence[Any], incoming: Incoming, repair: bool
+) -> tuple[list[Any], _Flowing, list[str]]:
+    """Follow the values through ``layers``; returns the layers (with ``repair``, each update eager would reject turned
+    into its out-of-place twin), the values made and the problems found. Shapes and reads are assumed valid."""
+    flowing, layers, problems = _Flowing(incoming), list(layers), []
+    for index, layer in enumerate(layers):
+        reads, region = reads_of(layer, index), region_of(checkpoints, index)
+        flow = LAYER_KINDS[layer.kind].flow
+        if flow is not None and flow.updates and (problem := flowing.update_problem(reads, region)):
+            if repair:
+                layers[index] = layer = replace(layer, kind=flow.twin, params={})
+            else:
+                problems.append(f"layers[{index}] ({layer.kind}): {problem}")
+        flowing.add(layer, reads, region)
+    return layers, flowing, problems
+
+
+def values(layers: Sequence[Any], checkpoints: Sequence[Any], incoming: Incoming) -> list[Value]:
+    """Every value of a program: its input, then each layer's output."""
+    return _walk(layers, checkpoints, incoming, repair=False)[1].values
+
+
+def update_problems(layers: Sequence[Any], checkpoints: Sequence[Any], incoming: Incoming) -> list[str]:
+    """What eager would reject among the program's in-place updates, one line each."""
+    return _walk(layers, checkpoints, incoming, repair=False)[2]
+
+
+def repaired(layers: Sequence[Any], checkpoints: Sequence[Any], incoming: Incoming) -> list[Any]:
+    """``layers`` with each in-place update eager would reject replaced by its out-of-place twin."""
+    return _walk(layers, checkpoints, incoming, repair=True)[0]
+
+
+def updatable(layers: Sequence[Any], checkpoints: Sequence[Any], incoming: Incoming, region: int | None) -> list[int]:
+    """The values that a next layer, in checkpoint ``region`` (None: outside), may update in place."""
+    flowing = _walk(layers, checkpoints, incoming, repair=False)[1]
+    return [value for value in range(len(flowing.values)) if flowing.update_problem([value], region) is None]
+
+
+def outputs_of(spec: Any) -> list[int]:
+    """The values a program returns."""
+    return list(spec.outputs) if spec.outputs is not None else [len(spec.layers)]
+
+
+def region_inputs(spec: Any, number: int) -> list[int]:
+    """The values checkpoint ``number`` takes: those its layers read that are made before it, in order of reading."""
+    ckpt = spec.checkpoints[number]
+    reads = [read for index in range(ckpt.start, ckpt.stop) for read in reads_of(spec.layers[index], index)]
+    return list(dict.fromkeys(read for read in reads if read <= ckpt.start))
+
+
+def region_outputs(spec: Any, number: int) -> list[int]:
+    """The values checkpoint ``number`` returns: its own values read after it or returned by the network (all of
+    them with ``multi_output``; its last one when none is)."""
+    ckpt = spec.checkpoints[number]
+    own = range(ckpt.start + 1, ckpt.stop + 1)
+    if ckpt.multi_output:
+        return list(own)
+    later = {read for index in range(ckpt.stop, len(spec.layers)) for read in reads_of(spec.layers[index], index)}
+    used = [value for value in own if value in later or value in outputs_of(spec)]
+    return used or [ckpt.stop]
+
+
+def program_problems(spec: Any) -> list[str]:
+    """What a program's own fields get wrong: its input, its outputs, its checkpoints."""
+    problems = []
+    if not (spec.seq is None and spec.spatial is None and spec.vocab is None and spec.autocast is None):
+        problems.append("a program takes a (batch, features) input: no seq, spatial, vocab or autocast")
+    outputs = outputs_of(spec)
+    if not (outputs and all(isinstance(v, int) and 0 <= v <= len(spec.layers) for v in outputs)):
+        problems.append(f"outputs must be a non-empty list of values 0..{len(spec.layers)}, got {spec.outputs!r}")
+    for index, ckpt in enumerate(spec.checkpoints):
+        if ckpt.api != "checkpoint" or ckpt.nested or ckpt.use_reentrant:
+            problems.append(
+                f"checkpoints[{index}]: a program's checkpoints are api 'checkpoint', not nested or reentrant"
+            )
+    return problems
+
+
+def reads_problems(layers: Sequence[Any], index: int, shapes: Sequence[Incoming]) -> list[str]:
+    """What layer ``index`` of a program gets wrong in what it reads (as many earlier values as its kind reads, of one
+    shape); ``shapes``: those of values ``0 .. index``."""
+    layer, kind = layers[index], LAYER_KINDS[layers[index].kind]
+    if kind.mutates_input:
+        return [f"layers[{index}] ({layer.kind}): a program updates values with add_, mul_ or sigmoid_, not in a layer"]
+    count, reads = 1 if kind.flow is None else kind.flow.reads, reads_of(layer, index)
+    if not (len(reads) == count and all(isinstance(read, int) and 0 <= read <= index for read in reads)):
+        return [f"layers[{index}] ({layer.kind}): reads must be {count} value(s) among 0..{index}, got {layer.reads!r}"]
+    if any(shapes[read] != shapes[reads[0]] for read in reads):
+        found = ", ".join(f"({shapes[read].batch}, {shapes[read].width})" for read in reads)
+        return [f"layers[{index}] ({layer.kind}): the values it reads must have one shape, got {found}"]
+    return []

@@ -1,0 +1,157 @@
+"""Hypothesis strategies that draw valid programs (`fuzz.generate.program`): layers and data-flow kinds reading any
+earlier values, checkpointed regions with several inputs and outputs, in-place updates where eager allows them.
+
+Written to shrink toward a layer stack: each read toward the latest value, layers before data flow, one output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from hypothesis import strategies as st
+
+from fuzz.generate import program
+from fuzz.generate.kind import Incoming, LayerKind
+from fuzz.generate.layers import LAYER_KINDS
+from fuzz.generate.op_catalog import OpCall
+from fuzz.generate.spec import DTYPES, LayerSpec, NetSpec
+from fuzz.strategies import (
+    MAX_DIM,
+    OP_KINDS,
+    PLACEMENTS,
+    checkpoint_options,
+    checkpoints_from_placements,
+    layer_specs,
+    op_swarm,
+    param_values,
+    rarely,
+)
+
+MAX_NODES = 8
+# The data-flow kinds a program draws (`fuzz.generate.flow`) by family, each family as likely: copies, views,
+# arithmetic on two values, in-place updates.
+FLOW_FAMILIES = (("clone", "scale"), ("alias", "slice", "transpose"), ("add", "mul"), ("add_", "mul_", "sigmoid_"))
+
+
+def _earlier(draw: st.DrawFn, values: Sequence[int]) -> int:
+    """One of ``values`` (value numbers, oldest first): the latest first, so a read shrinks toward a stack's."""
+    return values[len(values) - 1 - draw(st.integers(0, len(values) - 1))]
+
+
+def _region_of_next(placements: Sequence[Any], role: str) -> int | None:
+    """The checkpoint number a next layer placed ``role`` after ``placements`` falls in (see `PLACEMENTS`)."""
+    regions = len(checkpoints_from_placements(placements, [LayerSpec("relu")] * len(placements)))
+    if role == "outside":
+        return None
+    joins = role == "inside" and placements and placements[-1][0] != "outside"
+    return regions - 1 if joins else regions
+
+
+def _partner(draw: st.DrawFn, kind: LayerKind, x: int, flowing: Sequence[program.Value]) -> int:
+    """The second value a two-value kind reads beside ``x``: one of its shape (for an update, not overlapping it)."""
+    partners = [v for v in range(len(flowing)) if flowing[v].shape == flowing[x].shape]
+    if kind.flow.updates:  # eager rejects an update from an overlapping tensor
+        partners = [v for v in partners if v == x or flowing[v].base != flowing[x].base]
+    # Aliases of x last, the likeliest: two views of one tensor entering a checkpoint, or an update.
+    partners.sort(key=lambda v: v != x and flowing[v].base == flowing[x].base)
+    return _earlier(draw, partners)
+
+
+@st.composite
+def _program_nodes(
+    draw: st.DrawFn,
+    kinds: Sequence[LayerKind],
+    placed: Sequence[tuple[LayerSpec, Any]],
+    incoming: Incoming,
+    max_dim: int,
+    op_calls: Sequence[OpCall],
+) -> tuple[list[tuple[LayerSpec, Any]], bool]:
+    """A program's next layers and their placements (as a stack layer's, `_placed_layer`, drawn first), and whether
+    more follow: a layer of ``kinds`` (or an op call) on an earlier value, or a data-flow kind on one or two values;
+    an update of a value eager lets it update, or else of a fresh clone of one (two layers)."""
+    role = draw(st.sampled_from(PLACEMENTS))
+    placement = (role, draw(checkpoint_options(MAX_NODES)) if role != "outside" else None)
+    layers, placements = [layer for layer, _ in placed], [placement for _, placement in placed]
+    flowing = program.values(layers, checkpoints_from_placements(placements, layers), incoming)
+    every = range(len(flowing))
+    if not draw(st.booleans()):
+        x = _earlier(draw, every)
+        if op_calls or any(kind.takes(flowing[x].shape) for kind in kinds):
+            layer = replace(draw(layer_specs(kinds, flowing[x].shape, max_dim, op_calls)), reads=[x])
+        else:  # nothing of ``kinds`` takes it: a copy
+            layer = LayerSpec("clone", reads=[x])
+        return [(layer, placement)], draw(st.integers(0, 3)) > 0
+    kind = LAYER_KINDS[draw(st.sampled_from(draw(st.sampled_from(FLOW_FAMILIES))))]
+    nodes, targets = [], every
+    ckpts = checkpoints_from_placements([*placements, placement], [*layers, LayerSpec(kind.name)])
+    if kind.flow.updates:
+        targets = program.updatable(layers, ckpts, incoming, _region_of_next(placements, role))
+        if not targets:  # nothing eager lets it update yet: a clone, updated
+            clone = LayerSpec("clone", reads=[_earlier(draw, every)])
+            nodes, targets = [(clone, placement)], [len(flowing)]
+            placement = ("outside" if role == "outside" else "inside", None)
+            flowing = program.values([*layers, clone], ckpts, incoming)
+    x = _earlier(draw, targets)
+    aliases = [
+        v for v in every if v != x and flowing[v].base == flowing[x].base and flowing[v].shape == flowing[x].shape
+    ]
+    if kind.flow.reads == 2 and not kind.flow.updates and role == "new" and not aliases and draw(st.booleans()):
+        # A checkpoint opening on x and a view of x, made for it: two aliased inputs of one region.
+        nodes.append((LayerSpec("alias", reads=[x]), ("outside", None)))
+        flowing = program.values([*layers, nodes[-1][0]], ckpts, incoming)
+    reads = [x] if kind.flow.reads == 1 else [x, _partner(draw, kind, x, flowing)]
+    drawn = {p.name: draw(param_values(p, flowing[x].shape.width, max_dim)) for p in kind.params}
+    nodes.append((LayerSpec(kind.name, dict(kind.fit(drawn, flowing[x].shape)), reads=reads), placement))
+    return nodes, draw(st.integers(0, 3)) > 0
+
+
+@st.composite
+def program_specs(
+    draw: st.DrawFn,
+    *,
+    device: str = "cpu",
+    dtypes: Sequence[str] = DTYPES,
+    kinds: Sequence[str] | None = None,
+    max_nodes: int = MAX_NODES,
+    max_dim: int = MAX_DIM,
+    ops: Sequence[str] | None = None,
+) -> NetSpec:
+    """A valid program (`fuzz.generate.program`) on a ``(batch, features)`` input: layers of ``kinds`` (default: all
+    that take a matrix and draw no random numbers) and data-flow kinds reading any earlier values, checkpointed
+    regions, several outputs. Shrinks toward a stack: each read toward the latest value, layers before data flow,
+    one output. An in-place update eager would reject becomes its out-of-place twin (`fuzz.generate.program.repaired`).
+    """
+    chosen = kinds or tuple(LAYER_KINDS)
+    usable = [
+        kind
+        for name, kind in LAYER_KINDS.items()
+        if name in chosen and name not in OP_KINDS and kind.drawn and not kind.random and not kind.mutates_input
+    ]
+    dtype = draw(st.sampled_from(dtypes))
+    # The op family rarely: a program is about how values flow, and the op family has its own draws.
+    op_calls = draw(op_swarm(dtype, [k for k in OP_KINDS if k in chosen], ops)) if rarely(draw) else []
+    incoming = Incoming(draw(st.integers(1, 4)), draw(st.integers(1, max_dim)), None, dtype, device)
+    placed: list[tuple[LayerSpec, Any]] = []
+    more = True
+    while more and len(placed) < max_nodes:
+        nodes, more = draw(_program_nodes(usable, placed, incoming, max_dim, op_calls))
+        placed += nodes
+    layers = [layer for layer, _ in placed]
+    checkpoints = [
+        replace(ckpt, api="checkpoint", nested=False, segments=1)
+        for ckpt in checkpoints_from_placements([placement for _, placement in placed], layers)
+    ]
+    extra = draw(st.lists(st.integers(0, len(layers) - 1), max_size=2, unique=True))
+    outputs = [len(layers), *(len(layers) - 1 - distance for distance in extra)]
+    return NetSpec(
+        features=incoming.width,
+        layers=program.repaired(layers, checkpoints, incoming),
+        checkpoints=checkpoints,
+        batch=incoming.batch,
+        dtype=dtype,
+        device=device,
+        seed=draw(st.integers(0, 2**16)),
+        outputs=outputs,
+    )

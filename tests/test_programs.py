@@ -1,0 +1,185 @@
+"""Programs (fuzz.generate.program): valid by construction where eager's rules on in-place updates say so, readable
+as Python, shrinking toward a stack; layer stacks keep their JSON and their networks; a fault in thunder that only a
+program's data flow reaches is found by a real campaign and shrunk to it."""
+
+import json
+import re
+import time
+
+import pytest
+import torch
+from hypothesis import HealthCheck, Phase, find, given, settings
+
+from fuzz.generate import program
+from fuzz.generate.program_specs import program_specs
+from fuzz.generate.reduce import without_layers
+from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec, SpecError, validate
+from fuzz.judge.harness import check_spec
+from fuzz.model_builder import build_example, network_source
+from tests.campaign_runs import run_campaign
+
+_FAST = settings(max_examples=150, database=None, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+
+
+def _program(*layers: tuple[str, list[int]], checkpoints=(), outputs=None, features=3) -> NetSpec:
+    return NetSpec(
+        features=features,
+        batch=2,
+        layers=[LayerSpec(kind, reads=reads) for kind, reads in layers],
+        checkpoints=list(checkpoints),
+        outputs=outputs,
+    )
+
+
+@_FAST
+@given(program_specs(dtypes=("float32", "float64")))
+def test_drawn_programs_are_valid_round_trip_and_run_eagerly_with_and_without_checkpoints(spec):
+    validate(spec)
+    assert NetSpec.from_json(spec.to_json()) == spec
+    outputs = []
+    for checkpointing in (True, False):
+        example = build_example(spec, checkpointing)
+        out = example.net(example.input)
+        assert out.shape == spec.output_shape
+        out.backward(example.cotangent)  # eager accepts every in-place update the program makes
+        outputs.append((out.detach(), example.input.grad))
+    torch.testing.assert_close(outputs[0], outputs[1])  # a checkpoint does not change what eager computes
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        (_program(("mul_", [0])), "updates the network's input in place"),
+        (_program(("clone", [0]), ("tanh", [1]), ("mul_", [1])), "after a layer saved it for backward"),
+        (_program(("clone", [0]), ("mul_", [1]), checkpoints=[CheckpointSpec(1, 2)]), "made outside its checkpoint"),
+        (_program(("clone", [0]), ("add", [1, 1]), ("mul_", [1]), checkpoints=[CheckpointSpec(1, 2)]), "after a chec"),
+        (_program(("clone", [0]), ("alias", [1]), ("add_", [1, 2])), "which share memory"),
+        (_program(("add", [0])), "reads must be 2 value(s)"),
+        (_program(("slice", [0]), ("add", [0, 1])), "must have one shape"),
+        (NetSpec(features=2, layers=[LayerSpec("clone")]), "a data-flow kind needs a program"),
+    ],
+    ids=["input", "saved", "outside-its-checkpoint", "after-a-checkpoint", "overlap", "arity", "shapes", "stack"],
+)
+def test_what_eager_rejects_is_not_a_valid_program(spec, problem):
+    if spec.layers[0].kind == "slice":
+        spec.layers[0].params = {"start": 0, "length": 1}
+    with pytest.raises(SpecError, match=re.escape(problem)):
+        validate(spec)
+
+
+def test_a_program_prints_as_readable_python_with_its_checkpoint_a_method_of_the_values_it_takes():
+    spec = _program(
+        ("clone", [0]),
+        ("clone", [1]),
+        ("mul_", [2]),
+        ("add", [0, 3]),
+        ("tanh", [0]),
+        checkpoints=[CheckpointSpec(1, 4, extra_args=True, multi_output=True)],
+        outputs=[4, 5],
+    )
+    validate(spec)
+    source = network_source(spec)
+    for line in [
+        "def region0(self, v1, v0, scale):",
+        "v2 = v1.clone()",
+        "v3 = v2.mul_(scale)",
+        "v4 = v0 + v3",
+        "return v2, v3, v4",
+        "v2, v3, v4 = checkpoint(self.region0, v1, v0, 0.5, use_reentrant=False)",
+        "v5 = self.layer4(v0)",
+        "return torch.cat([v4.reshape(-1), v5.reshape(-1)])",
+        "v2, v3, v4 = self.region0(v1, v0, 0.5)",  # PlainNet
+    ]:
+        assert line in source, source
+
+
+def test_stacks_keep_their_json_and_their_networks():
+    stack = NetSpec(features=2, batch=2, layers=[LayerSpec("tanh")], checkpoints=[CheckpointSpec(0, 1)])
+    data = json.loads(stack.to_json())
+    assert "outputs" not in data and "reads" not in data["layers"][0] and not stack.is_program
+    # The same network as a program reads like one but returns its output flattened.
+    as_program = _program(("tanh", [0]), checkpoints=[CheckpointSpec(0, 1)], features=2)
+    a, b = build_example(stack), build_example(as_program)
+    torch.testing.assert_close(a.net(a.input).reshape(-1), b.net(b.input))
+
+
+def test_deleting_a_layer_rewires_its_readers_to_what_it_read():
+    spec = _program(("clone", [0]), ("scale", [1]), ("add", [2, 1]), checkpoints=[CheckpointSpec(1, 3)], outputs=[3, 2])
+    smaller = without_layers(spec, [1])
+    assert [layer.reads for layer in smaller.layers] == [[0], [1, 1]]
+    assert smaller.outputs == [2, 1] and smaller.checkpoints == [CheckpointSpec(1, 2)]
+    validate(smaller)
+
+
+def _aliased_region(spec: NetSpec) -> bool:
+    values = program.values(spec.layers, spec.checkpoints, spec._input())
+    for number in range(len(spec.checkpoints)):
+        bases = [values[value].base for value in program.region_inputs(spec, number)]
+        if len(set(bases)) < len(bases):
+            return True
+    return False
+
+
+def test_a_checkpoint_of_two_aliased_inputs_is_drawn_and_shrinks_to_a_view_and_one_layer():
+    shrunk = find(
+        program_specs(dtypes=("float32",)),
+        _aliased_region,
+        settings=settings(database=None, max_examples=3000, derandomize=True, phases=[Phase.generate, Phase.shrink]),
+    )
+    assert len(shrunk.layers) == 2 and shrunk.layers[0].kind == "alias", shrunk.to_json()
+    assert (shrunk.batch, shrunk.features, len(shrunk.checkpoints)) == (1, 1, 1)
+
+
+# Each fault fires only on a data flow a layer stack cannot express (tests/faults.py): found by the program family,
+# shrunk to that flow. The campaign may meet real thunder bugs of programs on the way: the fault's failure is the one
+# whose shrunk program passes on thunder as it is.
+def _views_of_one_tensor_enter_a_checkpoint(spec: NetSpec) -> bool:
+    return len(spec.layers) == 2 and _aliased_region(spec)
+
+
+def _original_read_after_its_clone_is_updated(spec: NetSpec) -> bool:
+    clone, update = spec.layers[0], spec.layers[1]
+    later = [read for layer in spec.layers[2:] for read in layer.reads] + program.outputs_of(spec)
+    return (clone.kind, update.kind in ("add_", "mul_", "sigmoid_"), update.reads[0]) == ("clone", True, 1) and (
+        clone.reads[0] in later
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("fault", "minimal"),
+    [
+        ("checkpoint-aliased-inputs-x1.5", _views_of_one_tensor_enter_a_checkpoint),
+        ("clone-update-leaks-to-original", _original_read_after_its_clone_is_updated),
+    ],
+    ids=["aliased-checkpoint-inputs", "clone-update-then-original-read"],
+)
+def test_a_fault_only_a_program_reaches_is_found_and_shrunk_to_its_data_flow(tmp_path, fault, minimal):
+    started = time.monotonic()
+    run = run_campaign(
+        tmp_path,
+        "--fuzz-minutes",
+        "4",
+        "-k",
+        "program",
+        "--known-issues",
+        "xfail",
+        "--fuzz-confirm",
+        "no",
+        fault=fault,
+    )
+    wall = time.monotonic() - started
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    summary = json.loads((tmp_path / "artifacts" / "latest" / "summary.json").read_text())
+    folder = tmp_path / "artifacts" / "latest"
+    specs = {f["id"]: NetSpec.from_json((folder / f["id"] / "spec.json").read_text()) for f in summary["failures"]}
+    faults = [f for f in summary["failures"] if check_spec(specs[f["id"]]).failure is None]
+    assert len(faults) == 1, summary["failures"]
+    (failure,) = faults
+    spec = specs[failure["id"]]
+    print(
+        f"{fault}: found after {summary['first_failure']['after_s']} s, shrunk after {failure['shrunk_after_s']} s "
+        f"(campaign {wall:.0f} s) to {network_source(spec).split('class PlainNet')[0].split('class Net')[1]}"
+    )
+    assert minimal(spec), spec.to_json()
+    assert failure["shrunk_after_s"] < 300
