@@ -112,12 +112,7 @@ def test_deleting_a_layer_rewires_its_readers_to_what_it_read():
 
 
 def _aliased_region(spec: NetSpec) -> bool:
-    values = program.values(spec.layers, spec.checkpoints, spec._input())
-    for number in range(len(spec.checkpoints)):
-        bases = [values[value].base for value in program.region_inputs(spec, number)]
-        if len(set(bases)) < len(bases):
-            return True
-    return False
+    return "program checkpoint of aliased inputs" in program.flow_traits(spec)
 
 
 def test_a_checkpoint_of_two_aliased_inputs_is_drawn_and_shrinks_to_a_view_and_one_layer():
@@ -138,11 +133,7 @@ def _views_of_one_tensor_enter_a_checkpoint(spec: NetSpec) -> bool:
 
 
 def _original_read_after_its_clone_is_updated(spec: NetSpec) -> bool:
-    clone, update = spec.layers[0], spec.layers[1]
-    later = [read for layer in spec.layers[2:] for read in layer.reads] + program.outputs_of(spec)
-    return (clone.kind, update.kind in ("add_", "mul_", "sigmoid_"), update.reads[0]) == ("clone", True, 1) and (
-        clone.reads[0] in later
-    )
+    return len(spec.layers) <= 3 and "program original read after its clone's update" in program.flow_traits(spec)
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fuzz.generate import program
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.spec import NetSpec
 
@@ -49,6 +50,8 @@ def traits(spec: NetSpec) -> list[str]:
             labels.append(f"whole {spec.layers[ckpt.start].kind} wrapped")
     if spec.model is not None:
         labels += _model_traits(spec)
+    if spec.is_program:
+        labels += program.flow_traits(spec)
     if spec.autocast:
         labels.append(f"autocast {spec.autocast}")
     if spec.spatial is not None:

@@ -170,3 +170,32 @@ def reads_problems(layers: Sequence[Any], index: int, shapes: Sequence[Incoming]
         found = ", ".join(f"({shapes[read].batch}, {shapes[read].width})" for read in reads)
         return [f"layers[{index}] ({layer.kind}): the values it reads must have one shape, got {found}"]
     return []
+
+
+def flow_traits(spec: Any) -> list[str]:
+    """The data flows a program exercises that a layer stack cannot express, as labels (`fuzz.generate.coverage`)."""
+    made = values(spec.layers, spec.checkpoints, spec._input())
+    later = [reads_of(layer, index) for index, layer in enumerate(spec.layers)] + [outputs_of(spec)]
+    updates = [i for i, layer in enumerate(spec.layers) if (flow := LAYER_KINDS[layer.kind].flow) and flow.updates]
+    bases = [made[spec.layers[i].reads[0]].base for i in updates]
+    input_bases = [[made[v].base for v in region_inputs(spec, number)] for number in range(len(spec.checkpoints))]
+    every_read = [read for reads in later for read in reads]
+
+    def original_read_after_update(index: int, base: int) -> bool:
+        clone = spec.layers[base - 1] if base else None
+        return clone is not None and clone.kind == "clone" and any(clone.reads[0] in reads for reads in later[index:])
+
+    present = {
+        "program value read more than once": len(every_read) > len(set(every_read)),
+        "program several outputs": len(outputs_of(spec)) > 1,
+        "program update in a checkpoint": any(region_of(spec.checkpoints, i) is not None for i in updates),
+        "program two updates of one tensor": len(set(bases)) < len(bases),
+        "program original read after its clone's update": any(map(original_read_after_update, updates, bases)),
+        "program checkpoint of aliased inputs": any(len(set(taken)) < len(taken) for taken in input_bases),
+        "program updated value into a checkpoint": any(
+            base in taken and i < spec.checkpoints[number].start
+            for number, taken in enumerate(input_bases)
+            for i, base in zip(updates, bases, strict=True)
+        ),
+    }
+    return ["program", *(label for label, holds in present.items() if holds)]

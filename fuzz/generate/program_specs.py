@@ -88,6 +88,8 @@ def _program_nodes(
     ckpts = checkpoints_from_placements([*placements, placement], [*layers, LayerSpec(kind.name)])
     if kind.flow.updates:
         targets = program.updatable(layers, ckpts, incoming, _region_of_next(placements, role))
+        # Values with aliases last, the likeliest: a second update of one tensor, through another view of it.
+        targets.sort(key=lambda v: sum(value.base == flowing[v].base for value in flowing))
         if not targets:  # nothing eager lets it update yet: a clone, updated
             clone = LayerSpec("clone", reads=[_earlier(draw, every)])
             nodes, targets = [(clone, placement)], [len(flowing)]
