@@ -149,6 +149,8 @@ def test_a_fault_only_a_program_reaches_is_found_and_shrunk_to_its_data_flow(tmp
     started = time.monotonic()
     run = run_campaign(
         tmp_path,
+        "--hypothesis-profile",
+        "nightly",
         "--fuzz-minutes",
         "4",
         "-k",

@@ -199,3 +199,23 @@ def flow_traits(spec: Any) -> list[str]:
         ),
     }
     return ["program", *(label for label, holds in present.items() if holds)]
+
+
+def ancestors(spec: Any, index: int) -> set[int]:
+    """The layers whose values flow into layer ``index``: what it reads, transitively, and every earlier in-place
+    update of the memory of what it reads. In a stack, every layer before it."""
+    if not spec.is_program:
+        return set(range(index))
+    made = values(spec.layers, spec.checkpoints, spec._input())
+    updates = [j for j, layer in enumerate(spec.layers) if (flow := LAYER_KINDS[layer.kind].flow) and flow.updates]
+    found: set[int] = set()
+    pending = [index]
+    while pending:
+        node = pending.pop()
+        for read in reads_of(spec.layers[node], node):
+            earlier = [j for j in updates if j < node and made[j + 1].base == made[read].base]
+            for layer in ([read - 1] if read else []) + earlier:
+                if layer not in found:
+                    found.add(layer)
+                    pending.append(layer)
+    return found

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from fuzz.generate import program
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.reduce import without_layers
 from fuzz.generate.spec import LayerSpec, NetSpec
@@ -196,9 +197,11 @@ _NODE_CONDITIONS: dict[str, Callable[[NetSpec, int, Any], bool]] = {
     "random": lambda spec, i, v: LAYER_KINDS[spec.layers[i].kind].random == v,
     "checkpoint": lambda spec, i, v: in_compiled_checkpoint(spec, i) == (v == "inside"),
     "autocast": lambda spec, i, v: under_autocast(spec, i) == v,
-    # In a sequential network a node reads every node before it, and is read by every node after it.
-    "reads": lambda spec, i, v: any(node_matches(spec, j, v) for j in range(i)),
-    "read_by": lambda spec, i, v: any(node_matches(spec, j, v) for j in range(i + 1, len(spec.layers))),
+    # What flows into a node (in a stack, every node before it; `fuzz.generate.program.ancestors`), and out of it.
+    "reads": lambda spec, i, v: any(node_matches(spec, j, v) for j in program.ancestors(spec, i)),
+    "read_by": lambda spec, i, v: any(
+        node_matches(spec, j, v) for j in range(i + 1, len(spec.layers)) if i in program.ancestors(spec, j)
+    ),
     "predicate": lambda spec, i, v: all(NODE_PREDICATES[name](spec, i) for name in _names(v)),
 }
 TRIGGER_KEYS = frozenset(_NETWORK_CONDITIONS) | frozenset(_NODE_CONDITIONS) | {"without"}
