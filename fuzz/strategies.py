@@ -45,6 +45,7 @@ def rarely(draw: st.DrawFn) -> bool:
 
 
 def param_values(param: Param, width: int, max_dim: int) -> st.SearchStrategy[Any]:
+    """Values of ``param`` for an incoming ``width``, from its declared domain (`fuzz.generate.kind.Param`)."""
     if param.domain == "dim":
         return st.integers(1, max_dim)
     if param.domain == "divisor":

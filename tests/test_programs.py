@@ -57,8 +57,14 @@ def test_drawn_programs_are_valid_round_trip_and_run_eagerly_with_and_without_ch
         (_program(("add", [0])), "reads must be 2 value(s)"),
         (_program(("slice", [0]), ("add", [0, 1])), "must have one shape"),
         (NetSpec(features=2, layers=[LayerSpec("clone")]), "a data-flow kind needs a program"),
+        (NetSpec(features=2, layers=[LayerSpec("clone", reads=[0]), LayerSpec("tanh")]), "got None"),
+        (NetSpec(features=2, layers=[LayerSpec("clone", reads=3)]), "got 3"),
+        (NetSpec(features=2, layers=[LayerSpec("clone", reads=[0])], outputs=1), "outputs must be a non-empty list"),
     ],
-    ids=["input", "saved", "outside-its-checkpoint", "after-a-checkpoint", "overlap", "arity", "shapes", "stack"],
+    ids=[
+        *("input", "saved", "outside-its-checkpoint", "after-a-checkpoint", "overlap", "arity", "shapes", "stack"),
+        *("a-layer-without-reads", "reads-not-a-list", "outputs-not-a-list"),
+    ],
 )
 def test_what_eager_rejects_is_not_a_valid_program(spec, problem):
     if spec.layers[0].kind == "slice":

@@ -32,7 +32,7 @@ def _flow_kind(name: str, source: str, flow: Flow, **options: Any) -> LayerKind:
 
 FLOW_KINDS = (
     _flow_kind("clone", "x.clone()", Flow(fresh=True)),
-    _flow_kind("alias", "x.view_as(x)", Flow(aliases=True)),
+    _flow_kind("alias", "x.view_as(x)", Flow()),
     LayerKind(
         "slice",
         _slice_source,
@@ -41,9 +41,9 @@ FLOW_KINDS = (
         functional=True,
         drawn=False,
         fit=_fit_slice,
-        flow=Flow(aliases=True),
+        flow=Flow(),
     ),
-    _flow_kind("transpose", "x.t()", Flow(aliases=True), transposes=True),
+    _flow_kind("transpose", "x.t()", Flow(), transposes=True),
     _flow_kind("add", "x + y", Flow(reads=2, fresh=True)),
     _flow_kind("mul", "x * y", Flow(reads=2, fresh=True, saves=True)),
     _flow_kind("scale", "x * scale", Flow(fresh=True)),

@@ -74,15 +74,14 @@ class Flow:
     """What a data-flow kind of a program (`fuzz.generate.program`) does with the values it reads, for the rules of
     where eager allows an in-place update. Its source reads ``x`` (and ``y``, the second value it reads).
 
-    ``reads``: how many values it reads. ``aliases``: its value is a view of ``x``. ``updates``: it updates ``x`` in
-    place, its value is ``x``. ``fresh``: its value is a new tensor that nothing saves for backward, so a later
-    in-place update of it is allowed. ``saves``: it saves the values it reads for backward (a later update of them
+    ``reads``: how many values it reads. ``updates``: it updates ``x`` in place, its value is ``x``. ``fresh``: its
+    value is a new tensor that nothing saves for backward, so a later in-place update of it is allowed (neither: a
+    view of ``x``). ``saves``: it saves the values it reads for backward (a later update of them
     fails in eager's backward). ``saves_value``: it saves its own value (sigmoid_'s backward reads its result).
     ``twin``: the out-of-place kind an update becomes where eager would reject it.
     """
 
     reads: int = 1
-    aliases: bool = False
     updates: bool = False
     fresh: bool = False
     saves: bool = False

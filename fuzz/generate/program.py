@@ -141,13 +141,17 @@ def region_outputs(spec: Any, number: int) -> list[int]:
     return used or [ckpt.stop]
 
 
+def _is_value(value: Any, last: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= last
+
+
 def program_problems(spec: Any) -> list[str]:
     """What a program's own fields get wrong: its input, its outputs, its checkpoints."""
     problems = []
     if not (spec.seq is None and spec.spatial is None and spec.vocab is None and spec.autocast is None):
         problems.append("a program takes a (batch, features) input: no seq, spatial, vocab or autocast")
-    outputs = outputs_of(spec)
-    if not (outputs and all(isinstance(v, int) and 0 <= v <= len(spec.layers) for v in outputs)):
+    outputs = spec.outputs if spec.outputs is not None else [len(spec.layers)]
+    if not (isinstance(outputs, list) and outputs and all(_is_value(v, len(spec.layers)) for v in outputs)):
         problems.append(f"outputs must be a non-empty list of values 0..{len(spec.layers)}, got {spec.outputs!r}")
     for index, ckpt in enumerate(spec.checkpoints):
         if ckpt.api != "checkpoint" or ckpt.nested or ckpt.use_reentrant:
@@ -158,13 +162,13 @@ def program_problems(spec: Any) -> list[str]:
 
 
 def reads_problems(layers: Sequence[Any], index: int, shapes: Sequence[Incoming]) -> list[str]:
-    """What layer ``index`` of a program gets wrong in what it reads (as many earlier values as its kind reads, of one
-    shape); ``shapes``: those of values ``0 .. index``."""
+    """What layer ``index`` of a program gets wrong in what it reads (every layer of a program lists it: as many
+    earlier values as its kind reads, of one shape); ``shapes``: those of values ``0 .. index``."""
     layer, kind = layers[index], LAYER_KINDS[layers[index].kind]
     if kind.mutates_input:
         return [f"layers[{index}] ({layer.kind}): a program updates values with add_, mul_ or sigmoid_, not in a layer"]
-    count, reads = 1 if kind.flow is None else kind.flow.reads, reads_of(layer, index)
-    if not (len(reads) == count and all(isinstance(read, int) and 0 <= read <= index for read in reads)):
+    count, reads = 1 if kind.flow is None else kind.flow.reads, layer.reads
+    if not (isinstance(reads, list) and len(reads) == count and all(_is_value(read, index) for read in reads)):
         return [f"layers[{index}] ({layer.kind}): reads must be {count} value(s) among 0..{index}, got {layer.reads!r}"]
     if any(shapes[read] != shapes[reads[0]] for read in reads):
         found = ", ".join(f"({shapes[read].batch}, {shapes[read].width})" for read in reads)
@@ -183,7 +187,7 @@ def flow_traits(spec: Any) -> list[str]:
 
     def original_read_after_update(index: int, base: int) -> bool:
         clone = spec.layers[base - 1] if base else None
-        return clone is not None and clone.kind == "clone" and any(clone.reads[0] in reads for reads in later[index:])
+        return clone is not None and clone.kind == "clone" and any(clone.reads[0] in r for r in later[index + 1 :])
 
     present = {
         "program value read more than once": len(every_read) > len(set(every_read)),

@@ -120,9 +120,10 @@ def program_specs(
     max_dim: int = MAX_DIM,
     ops: Sequence[str] | None = None,
 ) -> NetSpec:
-    """A valid program (`fuzz.generate.program`) on a ``(batch, features)`` input: layers of ``kinds`` (default: all
-    that take a matrix and draw no random numbers) and data-flow kinds reading any earlier values, checkpointed
-    regions, several outputs. Shrinks toward a stack: each read toward the latest value, layers before data flow,
+    """A valid program (`fuzz.generate.program`) on a ``(batch, features)`` input: layers of ``kinds`` (default: all;
+    never a random kind or one that updates its own input) and data-flow kinds reading any earlier values,
+    checkpointed regions, several outputs; about ``max_nodes`` layers (an update of a fresh clone may add one).
+    Shrinks toward a stack: each read toward the latest value, layers before data flow,
     one output. An in-place update eager would reject becomes its out-of-place twin (`fuzz.generate.program.repaired`).
     """
     chosen = kinds or tuple(LAYER_KINDS)

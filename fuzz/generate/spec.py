@@ -327,9 +327,6 @@ def validate(spec: NetSpec) -> None:
             "needs no grad may update its input in place (eager rejects the rest: see docs/oracle.md)",
         )
         shapes.append(kind.output(layer.params, incoming))
-    if spec.is_program:
-        for problem in program.update_problems(spec.layers, spec.checkpoints, spec._input()):
-            raise SpecError(problem)
     trainable = any_trainable(spec.layers)
     _require(
         trainable or spec.input_requires_grad or spec.vocab is not None,
@@ -398,3 +395,5 @@ def validate(spec: NetSpec) -> None:
                 f"checkpoints[{index}]: api 'wrapper' wraps exactly one module layer",
             )
         previous_stop = ckpt.stop
+    for problem in program.update_problems(spec.layers, spec.checkpoints, spec._input()) if spec.is_program else ():
+        raise SpecError(problem)

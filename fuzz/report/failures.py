@@ -43,6 +43,8 @@ def failure_id(spec: NetSpec, failure: ParityFailure) -> str:
         "dtype": spec.dtype,
         "what": _what_failed(failure),
     }
+    if spec.is_program:  # (a stack's id is as before programs)
+        essence |= {"reads": [layer.reads for layer in spec.layers], "outputs": spec.outputs}
     digest = hashlib.sha1(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:8]
     return f"{failure.signature}-{digest}"
 
