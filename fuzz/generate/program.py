@@ -206,8 +206,9 @@ def flow_traits(spec: Any) -> list[str]:
 
 
 def ancestors(spec: Any, index: int) -> set[int]:
-    """The layers whose values flow into layer ``index``: what it reads, transitively, and every earlier in-place
-    update of the memory of what it reads. In a stack, every layer before it."""
+    """The layers whose values flow into layer ``index`` (``len(spec.layers)``: into the network's output): what it
+    reads, transitively, and every earlier in-place update of the memory of what it reads. In a stack, every layer
+    before it."""
     if not spec.is_program:
         return set(range(index))
     made = values(spec.layers, spec.checkpoints, spec._input())
@@ -216,7 +217,7 @@ def ancestors(spec: Any, index: int) -> set[int]:
     pending = [index]
     while pending:
         node = pending.pop()
-        for read in reads_of(spec.layers[node], node):
+        for read in reads_of(spec.layers[node], node) if node < len(spec.layers) else outputs_of(spec):
             earlier = [j for j in updates if j < node and made[j + 1].base == made[read].base]
             for layer in ([read - 1] if read else []) + earlier:
                 if layer not in found:

@@ -99,6 +99,8 @@ def _op_params(where: Callable[[dict], bool]) -> NodePredicate:
 
 # The escape hatch: conditions the vocabulary cannot say, each named here and listed in docs/known-issues.md.
 NODE_PREDICATES: dict[str, NodePredicate] = {
+    # A program's value the network's output does not depend on (a stack has none).
+    "unused": lambda spec, i: i not in program.ancestors(spec, len(spec.layers)),
     "zero-dim-tensor-partner": _op_params(lambda p: any(a["tensor"] == [] for a in float_tensor_args(p)[1:])),
     "zero-dim-beside-a-larger-tensor": _op_params(
         lambda p: (
