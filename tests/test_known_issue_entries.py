@@ -177,6 +177,6 @@ def test_a_known_crash_that_hides_another_known_bug_is_explained_by_both_and_not
     assert crash.applies(spec) and inplace.applies(spec)
     assert not explained_by(spec, [crash], "fixed", 60.0)
     assert explained_by(spec, [crash], "fixed", 60.0, others=[inplace])
-    with injected("tanh-grad-x2"):
-        third = NetSpec(features=4, layers=[*layers, LayerSpec("tanh")], checkpoints=[CheckpointSpec(1, 2)], batch=3)
+    with injected("tanh-grad-x2"):  # (a fault that fires inside checkpoints only: tests/faults.py)
+        third = NetSpec(features=4, layers=[*layers, LayerSpec("tanh")], checkpoints=[CheckpointSpec(1, 3)], batch=3)
         assert not explained_by(third, [crash], "fixed", 60.0, others=[inplace])
