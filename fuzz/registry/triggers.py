@@ -99,6 +99,8 @@ def _op_params(where: Callable[[dict], bool]) -> NodePredicate:
 
 # The escape hatch: conditions the vocabulary cannot say, each named here and listed in docs/known-issues.md.
 NODE_PREDICATES: dict[str, NodePredicate] = {
+    # Some layer before this one, in the network's order (not its data flow), is a narrow_swap.
+    "after-a-narrow": lambda spec, i: any(layer.kind == "narrow_swap" for layer in spec.layers[:i]),
     # A program's value the network's output does not depend on (a stack has none).
     "unused": lambda spec, i: i not in program.ancestors(spec, len(spec.layers)),
     "zero-dim-tensor-partner": _op_params(lambda p: any(a["tensor"] == [] for a in float_tensor_args(p)[1:])),
