@@ -87,7 +87,7 @@ class NetSpec:
     checkpoint of api "checkpoint". ``inputs``: one of `INPUTS`.
     With ``model`` set the network is that transformers model (`fuzz.generate.architectures`) on ``(batch, seq)``
     tokens of ``vocab``, returning its logits: no layers, no checkpoints of ours, ``features`` its hidden size.
-    A program (`is_program`: some layer has ``reads``) returns its ``outputs`` values (default: the last) flattened and
+    A program (`is_program`: its layers have ``reads``) returns its ``outputs`` values (default: the last) flattened and
     concatenated.
     """
 
