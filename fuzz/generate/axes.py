@@ -16,6 +16,8 @@ import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from fuzz.generate.kind import is_int
+
 # The axes, in the order a sweep and a shrink prefer them (the simplest change first).
 AXES = ("flag", "choice", "dim", "dims", "scalar", "optional", "layout", "shape", "partner", "dtype")
 LAYOUTS = ("transposed", "strided", "expanded", "channels last")
@@ -40,14 +42,10 @@ def _tensor(literal: Any) -> bool:
     return isinstance(literal, dict) and "tensor" in literal
 
 
-def _integer(literal: Any) -> bool:
-    return isinstance(literal, int) and not isinstance(literal, bool)
-
-
 def _int_list(literal: Any) -> list[int] | None:
     """The integers of a tuple or list literal of integers (a dim list, or sizes), else None."""
     items = literal.get("tuple") if isinstance(literal, dict) else literal if isinstance(literal, list) else None
-    return items if items and all(_integer(item) for item in items) else None
+    return items if items and all(is_int(item) for item in items) else None
 
 
 def _like(literal: Any, items: list[int]) -> Any:
@@ -142,7 +140,7 @@ def _dim_lists(at: list, sample: Any, rank: int) -> Iterator[dict[str, Any]]:
 def _scalars(at: list, sample: float) -> Iterator[dict[str, Any]]:
     """Zero, the sample's sign flipped (-1 for zero) and a larger magnitude (an integer's by one, a float's ten times;
     10 for zero): slopes, alphas, eps, momentum, correction, sizes and counts alike."""
-    larger = (sample + (1 if sample >= 0 else -1)) if _integer(sample) else (10 * sample if sample else 10.0)
+    larger = (sample + (1 if sample >= 0 else -1)) if is_int(sample) else (10 * sample if sample else 10.0)
     flipped = -sample if sample else type(sample)(-1)
     for value_class, value in (("zero", type(sample)(0)), ("sign flipped", flipped), ("larger", larger)):
         if value != sample:
@@ -205,8 +203,8 @@ def candidates(
             found["flag"].append(_mutation("flag", str(not literal).lower(), _edit(at, literal, not literal)))
         elif isinstance(literal, str):
             found["choice"] += _choices(at, literal)
-        elif _integer(literal) or isinstance(literal, float):
-            if _integer(literal) and receiver is not None and -rank <= literal < max(rank, 1):
+        elif is_int(literal) or isinstance(literal, float):
+            if is_int(literal) and receiver is not None and -rank <= literal < max(rank, 1):
                 found["dim"] += _dims(at, literal, receiver_at, receiver)
             found["scalar"] += _scalars(at, literal)
         elif (items := _int_list(literal)) and rank and all(-rank <= item < rank for item in items):
@@ -225,7 +223,7 @@ def dim_probe(at: list, sample: Any) -> dict[str, Any]:
     """The edit putting a dim far out of range at ``at`` (an integer, or a dim list's first, its length kept as a
     permutation needs): eager must reject it ("Dimension out of range") for the literal there to be a dim, not a
     size, a count or an index."""
-    value = OUT_OF_RANGE if _integer(sample) else _like(sample, [OUT_OF_RANGE, *_int_list(sample)[1:]])
+    value = OUT_OF_RANGE if is_int(sample) else _like(sample, [OUT_OF_RANGE, *_int_list(sample)[1:]])
     return _mutation("dim", "out of range", _edit(at, sample, value))
 
 

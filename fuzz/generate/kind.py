@@ -12,7 +12,8 @@ from typing import Any
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
+    """Whether ``value`` is an integer (a bool is not)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -37,11 +38,11 @@ class Param:
 
     def is_valid(self, value: Any, width: int) -> bool:
         if self.domain == "dim":
-            return _is_int(value) and value >= 1
+            return is_int(value) and value >= 1
         if self.domain == "divisor":
-            return _is_int(value) and value >= 1 and width % value == 0
+            return is_int(value) and value >= 1 and width % value == 0
         if self.domain == "offset":
-            return _is_int(value) and 0 <= value < width
+            return is_int(value) and 0 <= value < width
         if self.domain == "flag":
             return isinstance(value, bool)
         if self.domain == "name":
@@ -49,7 +50,7 @@ class Param:
         if self.domain == "literal":
             return isinstance(value, list | dict)
         if self.domain == "int":
-            return _is_int(value) and self.low <= value <= self.high
+            return is_int(value) and self.low <= value <= self.high
         return value in self.choices
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fuzz.generate.kind import Incoming
+from fuzz.generate.kind import Incoming, is_int
 from fuzz.generate.layers import LAYER_KINDS
 
 
@@ -142,7 +142,7 @@ def region_outputs(spec: Any, number: int) -> list[int]:
 
 
 def _is_value(value: Any, last: int) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= last
+    return is_int(value) and 0 <= value <= last
 
 
 def program_problems(spec: Any) -> list[str]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from fuzz.generate import program
 from fuzz.generate.architectures import ZooModel, model_problems
-from fuzz.generate.kind import Incoming
+from fuzz.generate.kind import Incoming, is_int
 from fuzz.generate.layers import LAYER_KINDS
 
 SPEC_VERSION = 1
@@ -217,7 +217,7 @@ def _require(condition: bool, message: str) -> None:
 
 
 def _is_positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    return is_int(value) and value >= 1
 
 
 def any_trainable(layers: Sequence[LayerSpec]) -> bool:
