@@ -40,15 +40,6 @@ def _earlier(draw: st.DrawFn, values: Sequence[int]) -> int:
     return values[len(values) - 1 - draw(st.integers(0, len(values) - 1))]
 
 
-def _region_of_next(placements: Sequence[Any], role: str) -> int | None:
-    """The checkpoint number a next layer placed ``role`` after ``placements`` falls in (see `PLACEMENTS`)."""
-    regions = len(checkpoints_from_placements(placements, [LayerSpec("relu")] * len(placements)))
-    if role == "outside":
-        return None
-    joins = role == "inside" and placements and placements[-1][0] != "outside"
-    return regions - 1 if joins else regions
-
-
 def _partner(draw: st.DrawFn, kind: LayerKind, x: int, flowing: Sequence[program.Value]) -> int:
     """The second value a two-value kind reads beside ``x``: one of its shape (for an update, not overlapping it)."""
     partners = [v for v in range(len(flowing)) if flowing[v].shape == flowing[x].shape]
@@ -87,7 +78,7 @@ def _program_nodes(
     nodes, targets = [], every
     ckpts = checkpoints_from_placements([*placements, placement], [*layers, LayerSpec(kind.name)])
     if kind.flow.updates:
-        targets = program.updatable(layers, ckpts, incoming, _region_of_next(placements, role))
+        targets = program.updatable(layers, ckpts, incoming, program.region_of(ckpts, len(layers)))
         # Values with aliases last, the likeliest: a second update of one tensor, through another view of it.
         targets.sort(key=lambda v: sum(value.base == flowing[v].base for value in flowing))
         if not targets:  # nothing eager lets it update yet: a clone, updated
