@@ -13,7 +13,7 @@ import io
 import linecache
 import re
 import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
@@ -55,12 +55,25 @@ def save_matmuls(ctx, op, *args, **kwargs):
 
 
 @dataclass
+class TrainingSteps:
+    """A spec's training steps (`fuzz.generate.spec.TrainingSpec`) as built: the optimizer's name and each step's
+    (input, cotangent) after the first; ``starts``: where eager's own steps leave the parameters and buffers before
+    each step, which `fuzz.run.runner` computes once, on first use."""
+
+    optimizer: str
+    batches: list[tuple[torch.Tensor, torch.Tensor]]
+    starts: list[dict[str, torch.Tensor]] | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass
 class Example:
-    """A built network with its input (float features or integer tokens) and the cotangent for its backward."""
+    """A built network with its input (float features or integer tokens) and the cotangent for its backward;
+    ``training``: the later training steps of a spec that trains (None: one forward and backward)."""
 
     net: nn.Module
     input: torch.Tensor
     cotangent: torch.Tensor
+    training: TrainingSteps | None = None
 
 
 def _helper_sources(spec: NetSpec) -> str:
@@ -295,19 +308,7 @@ def network_source(spec: NetSpec) -> str:
     wrapping = "".join(f"\n{_INDENT * 2}{line}" for line in _wrapping_lines(spec))
     if wrapping:
         wrapping = f"\n{_INDENT}if checkpointing:{wrapping}"
-    ones = spec.inputs == "ones"
-    if spec.vocab is None:
-        shape = spec.input_shape
-        make_input = "torch.ones(INPUT_SHAPE)" if ones else "torch.randn(INPUT_SHAPE, generator=generator)"
-        make_input += f".to(device=DEVICE, dtype=DTYPE).requires_grad_({spec.input_requires_grad})"
-    else:
-        shape = spec.input_shape[:-1]
-        make_input = (
-            "torch.ones(INPUT_SHAPE, dtype=torch.int64)"
-            if ones
-            else f"torch.randint({spec.vocab}, INPUT_SHAPE, generator=generator)"
-        ) + ".to(DEVICE)"
-    make_cotangent = "torch.ones(OUTPUT_SHAPE)" if ones else "torch.randn(OUTPUT_SHAPE, generator=generator)"
+    shape = spec.input_shape if spec.vocab is None else spec.input_shape[:-1]
     return f'''{_IMPORTS}{imports}{classes}
 
 SEED = {spec.seed}
@@ -322,9 +323,52 @@ def make_example(checkpointing=True):
     torch.manual_seed(SEED)
     net = (Net if checkpointing else PlainNet)().to(device=DEVICE, dtype=DTYPE){wrapping}
     generator = torch.Generator().manual_seed(SEED)
-    x = {make_input}
-    cotangent = {make_cotangent}.to(device=DEVICE, dtype=DTYPE)
+    x = {_make_input(spec, "INPUT_SHAPE")}
+    cotangent = {_make_cotangent(spec, "OUTPUT_SHAPE")}
     return net, x, cotangent
+{_training_source(spec)}'''
+
+
+def _make_input(spec: NetSpec, shape: str) -> str:
+    """The expression of an input of shape ``shape`` (a name) drawn from ``generator``."""
+    ones = spec.inputs == "ones"
+    if spec.vocab is None:
+        make_input = f"torch.ones({shape})" if ones else f"torch.randn({shape}, generator=generator)"
+        return make_input + f".to(device=DEVICE, dtype=DTYPE).requires_grad_({spec.input_requires_grad})"
+    return (
+        f"torch.ones({shape}, dtype=torch.int64)"
+        if ones
+        else f"torch.randint({spec.vocab}, {shape}, generator=generator)"
+    ) + ".to(DEVICE)"
+
+
+def _make_cotangent(spec: NetSpec, shape: str) -> str:
+    make = f"torch.ones({shape})" if spec.inputs == "ones" else f"torch.randn({shape}, generator=generator)"
+    return make + ".to(device=DEVICE, dtype=DTYPE)"
+
+
+def _training_source(spec: NetSpec) -> str:
+    """For a spec with training steps, ``OPTIMIZER`` and ``make_batches()``, each later step's input and cotangent."""
+    if spec.training is None:
+        return ""
+    batches = spec.training.batches or [spec.batch] * spec.training.steps
+    output_shapes = [replace(spec, batch=batch, training=None).output_shape for batch in batches]
+    return f'''
+
+OPTIMIZER = {spec.training.optimizer!r}
+BATCHES = {batches}
+OUTPUT_SHAPES = {output_shapes}
+
+
+def make_batches():
+    """Each training step's after the first: its input and cotangent, BATCHES[step] examples drawn from SEED + step."""
+    batches = []
+    for step in range(1, len(BATCHES)):
+        generator = torch.Generator().manual_seed(SEED + step)
+        input_shape, output_shape = (BATCHES[step], *INPUT_SHAPE[1:]), OUTPUT_SHAPES[step]
+        x = {_make_input(spec, "input_shape")}
+        batches.append((x, {_make_cotangent(spec, "output_shape")}))
+    return batches
 '''
 
 
@@ -336,4 +380,7 @@ def build_example(spec: NetSpec, checkpointing: bool = True) -> Example:
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     namespace: dict = {"__name__": "fuzz_generated_net"}
     exec(compile(source, filename, "exec"), namespace)
-    return Example(*namespace["make_example"](checkpointing))
+    example = Example(*namespace["make_example"](checkpointing))
+    if spec.training is not None:
+        example.training = TrainingSteps(namespace["OPTIMIZER"], namespace["make_batches"]())
+    return example

@@ -4,7 +4,8 @@ Four families of networks: the general layer stacks (with the op family drawn fr
 OpInfos), programs (layers reading any earlier values, aliases, in-place updates, checkpointed regions of the data
 flow: `fuzz.generate.program`), litgpt-style decoders around thunder's own test_checkpointing_thunderfx network
 (`fuzz.generate.decoder`), and the model zoo, Hugging Face transformers models with gradient checkpointing
-(`fuzz.generate.zoo`). Before them, the op sweep runs every op call of the catalog alone in a checkpoint.
+(`fuzz.generate.zoo`); and training steps of those networks (`fuzz.generate.training`). Before them, the op sweep
+runs every op call of the catalog alone in a checkpoint.
 """
 
 import importlib.util
@@ -67,6 +68,14 @@ def test_program_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Cam
     checkpoints as regions of the data flow taking aliased inputs and returning several outputs."""
     _end_if_out_of_budget(campaign)
     _check(data.draw(campaign.programs(), label="spec"), campaign)
+
+
+@given(data=st.data())
+def test_training_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -> None:
+    """Training steps (`fuzz.generate.training`) of the other families' networks: each step's gradients from eager's
+    parameters at that step, then the parameters, buffers and optimizer state the last step leaves."""
+    _end_if_out_of_budget(campaign)
+    _check(data.draw(campaign.training(), label="spec"), campaign)
 
 
 # Nested checkpoints: thunder crashes on them (known issue nested-checkpoint-crash), often only after minutes of

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import thunder.core.jit_ext
+import thunder.dynamo.compiler
 import thunder.dynamo.splitter
 import thunder.torch
 import torch
@@ -265,6 +266,31 @@ def _clone_update_leaks_faulty(checkpoint_converter):
     return faulty
 
 
+class _StaleParameters(torch.nn.Module):
+    """A region thunder compiled that, from its second call on, computes with the parameter values of its first call
+    (their gradients still flow): a compiled function that keeps stale state between training steps."""
+
+    def __init__(self, compiled):
+        super().__init__()
+        self.compiled, self.first = compiled, None
+
+    def forward(self, *args):
+        if self.first is None:
+            self.first = [a.detach().clone() if isinstance(a, torch.nn.Parameter) else None for a in args]
+        else:
+            args = [a if f is None else a + (f - a).detach() for a, f in zip(args, self.first, strict=True)]
+        return self.compiled(*args)
+
+
+def _stale_parameters_faulty(splitter):
+    """thunderfx's splitter, each region it has thunder compile wrapped in `_StaleParameters`."""
+
+    def faulty(gm, thunder_jit, *args, **kwargs):
+        return splitter(gm, lambda *a, **k: _StaleParameters(thunder_jit(*a, **k)), *args, **kwargs)
+
+    return faulty
+
+
 FAULTS = {
     "tanh-grad-x2": (torch.tanh, lambda op: _scaled_gradient(op, 2.0)),
     "tanh-grad-x1.001": (torch.tanh, lambda op: _scaled_gradient(op, 1.001)),
@@ -308,6 +334,8 @@ PATCHES = {
     ),
     # Only a read of a tensor after an in-place update of its clone (a program's data flow).
     "clone-update-leaks-to-original": (thunder.dynamo.splitter, "checkpoint_converter", _clone_update_leaks_faulty),
+    # Only from a compiled function's second call on: training steps (one forward and backward never calls it twice).
+    "stale-parameters-from-second-step": (thunder.dynamo.compiler, "_splitter", _stale_parameters_faulty),
 }
 # Faults made of several entries of FAULTS.
 GROUPS = {"conv-dilation-grad-x2": [name for name in FAULTS if name.startswith("conv-dilation-grad-x2-")]}

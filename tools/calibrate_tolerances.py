@@ -2,7 +2,7 @@
 `fuzz.judge.parity.TOLERANCES`.
 
     .venv/bin/python tools/calibrate_tolerances.py --examples 100 --dtypes bfloat16,float16,float32 --out calib.json
-    [--device cuda]
+    [--device cuda] [--training]
 
 Draws deterministic networks (no random layers, no known issues) with the campaign's strategy,
 runs eager, the float64 reference and thunderfx, and records for every compared tensor the
@@ -10,6 +10,8 @@ largest error of thunder and of eager against float64, their systematic scale fa
 (least-squares alpha, see `fuzz.judge.parity`), the tensor's and the example's scale, and the
 verdict of the current rule. Prints, per dtype, the quantiles the rule's constants rest on and
 how many tensors the rule rejects (each one a false alarm unless thunder is really wrong there).
+With ``--training`` the networks train (`fuzz.generate.training`): the first step, the later steps and the state
+training leaves (parameters, buffers, optimizer state after the last step) are summarized apart.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ from pathlib import Path
 import torch
 from hypothesis import HealthCheck, given, settings
 
+from fuzz.generate.training import with_training
 from fuzz.judge.harness import _run_thunder
 from fuzz.judge.parity import _scale_factor, mismatch
 from fuzz.model_builder import build_example
 from fuzz.registry.known_issues import known_issues_for
+from fuzz.run.passes import AFTER_TRAINING, AT_STEP
 from fuzz.run.runner import run_eager, run_reference
 from fuzz.strategies import net_specs
 
@@ -49,8 +53,10 @@ def _measure(spec) -> list[dict]:
         if not r.numel() or name not in got:
             continue
         alpha_t, alpha_e = _scale_factor(got[name].double(), r), _scale_factor(base[name].double(), r)
+        part = "after training" if name.endswith(AFTER_TRAINING) else "later steps" if AT_STEP in name else "step 0"
         rows.append({
             "dtype": spec.dtype,
+            "part": part,
             "spec": spec.to_json(),
             "tensor": name,
             "thunder_error": (got[name].double() - r).abs().max().item(),
@@ -71,12 +77,14 @@ def _quantiles(values: list[float]) -> str:
     return f"median {q[49]:.3g}  p99 {q[98]:.3g}  max {max(values):.3g}"
 
 
-def summarize(rows: list[dict], dtype: str) -> list[str]:
-    """The calibration table of ``dtype``'s rows."""
-    mine = [r for r in rows if r["dtype"] == dtype]
+def summarize(rows: list[dict], dtype: str, part: str = "step 0") -> list[str]:
+    """The calibration table of ``dtype``'s rows of ``part`` (the first step, "later steps", "after training")."""
+    mine = [r for r in rows if r["dtype"] == dtype and r.get("part", "step 0") == part]
+    if not mine:
+        return []
     eps = torch.finfo(getattr(torch, dtype)).eps
     drifted = [r for r in mine if r["thunder_drift"] is not None and r["eager_drift"] is not None]
-    lines = [f"{dtype}: {len({r['spec'] for r in mine})} examples, {len(mine)} tensors"]
+    lines = [f"{dtype}, {part}: {len({r['spec'] for r in mine})} examples, {len(mine)} tensors"]
     for label, values in (
         ("thunder max error / eager max error", [r["thunder_error"] / r["eager_error"] for r in mine
                                                  if r["eager_error"]]),
@@ -98,16 +106,21 @@ def main() -> int:
     parser.add_argument("--dtypes", default="float32,bfloat16,float16")
     parser.add_argument("--out", type=Path, default=Path("calibration.json"))
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the networks run (cpu)")
+    parser.add_argument("--training", action="store_true", help="networks that train for 3 to 5 steps")
     args = parser.parse_args()
     rows: list[dict] = []
     for dtype in args.dtypes.split(","):
-        specs = net_specs(device=args.device, dtypes=[dtype]).filter(lambda s: not s.random and not known_issues_for(s))
+        specs = net_specs(device=args.device, dtypes=[dtype])
+        specs = (with_training(specs) if args.training else specs).filter(
+            lambda s: not s.random and not known_issues_for(s)
+        )
         settings(max_examples=args.examples, database=None, deadline=None, suppress_health_check=list(HealthCheck))(
             given(specs)(lambda spec: rows.extend(_measure(spec)))
         )()
         args.out.write_text(json.dumps(rows))
     for dtype in args.dtypes.split(","):
-        print("\n".join(summarize(rows, dtype)))
+        for part in ("step 0", "later steps", "after training"):
+            print("\n".join(summarize(rows, dtype, part)))
     return 0
 
 

@@ -8,6 +8,7 @@ Its options: `fuzz.campaign.config`; its time budget: `fuzz.campaign.budget`; wh
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import math
 import sys
 import time
@@ -25,9 +26,12 @@ from fuzz.campaign.budget import ItemBudget
 from fuzz.campaign.config import CampaignConfig
 from fuzz.campaign.findings import Findings, note_resemblance
 from fuzz.generate.coverage import traits
+from fuzz.generate.decoder import decoder_specs
 from fuzz.generate.program_specs import program_specs
 from fuzz.generate.spec import DTYPES, NetSpec
 from fuzz.generate.sweep import CI_SWEEP_CASES, sweep_specs
+from fuzz.generate.training import training_families
+from fuzz.generate.zoo import zoo_specs
 from fuzz.judge.harness import check_spec
 from fuzz.judge.oracle import ExampleTimeout, ParityFailure
 from fuzz.judge.outcome import Outcome
@@ -176,6 +180,15 @@ class Campaign(Findings):
         return program_specs(
             device=self.config.device, kinds=self.config.kinds, dtypes=self.config.dtypes or DTYPES, ops=self.config.ops
         )
+
+    def training(self) -> st.SearchStrategy[NetSpec]:
+        """The networks this campaign trains (`fuzz.generate.training`): its general networks and programs, decoders,
+        and (rarely: ~30 s a compile) transformers models where transformers is installed."""
+        device, dtypes = self.config.device, self.config.dtypes or DTYPES
+        families = [(self.specs(), 6), (self.programs(), 4), (decoder_specs(device=device, dtypes=dtypes), 2)]
+        if importlib.util.find_spec("transformers") is not None:
+            families.append((zoo_specs(device=device, dtypes=dtypes), 1))
+        return training_families(families)
 
     @cached_property
     def _sweep(self) -> list[NetSpec]:

@@ -52,6 +52,10 @@ def traits(spec: NetSpec) -> list[str]:
         labels += _model_traits(spec)
     if spec.is_program:
         labels += program.flow_traits(spec)
+    if spec.training is not None:
+        labels += [f"training {spec.training.optimizer}", f"training {spec.training.steps} steps"]
+        if len(set(spec.training.batches or ())) > 1:
+            labels.append("training batch size changes")
     if spec.autocast:
         labels.append(f"autocast {spec.autocast}")
     if spec.spatial is not None:

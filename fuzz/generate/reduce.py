@@ -2,11 +2,11 @@
 
 Hypothesis's shrinker works on the choice sequence and can stop in a local minimum (a leading
 ``linear(1 -> 1)`` that deleting its span alone does not remove, for one). This pass works on
-the spec itself: it tries replacing each op layer by its plumbing twin (the op replaced by identity,
-`fuzz.generate.ops.plumbing_params`), deleting each layer and each checkpoint, replacing a layer that has
-parameters (an MLP with a tanh inside, the plumbing twin) by a simpler parameter-free kind, and going back
-to the plain float input, float32 and the smallest batch, width and image, keeping a candidate when it
-is valid and still fails in the same class, until nothing more goes.
+the spec itself: it tries no training steps (or fewer, one batch size, SGD), replacing each op layer by its
+plumbing twin (the op replaced by identity, `fuzz.generate.ops.plumbing_params`), deleting each layer and each
+checkpoint, replacing a layer that has parameters (an MLP with a tanh inside, the plumbing twin) by a simpler
+parameter-free kind, and going back to the plain float input, float32 and the smallest batch, width and image,
+keeping a candidate when it is valid and still fails in the same class, until nothing more goes.
 
 The blame: every pass tries the plumbing twins first, past the check and time budget, so an op layer in a
 reduced spec is one whose twin passed in that very network: the op, not its plumbing, is what fails. The first pass
@@ -22,7 +22,7 @@ from dataclasses import replace
 
 from fuzz.generate import axes, ops, program
 from fuzz.generate.layers import LAYER_KINDS
-from fuzz.generate.spec import LayerSpec, NetSpec, SpecError, validate
+from fuzz.generate.spec import OPTIMIZERS, LayerSpec, NetSpec, SpecError, validate
 
 
 def _rewired(spec: NetSpec, index: int) -> tuple[list[LayerSpec], list[int] | None]:
@@ -90,7 +90,23 @@ def _blame_candidates(spec: NetSpec) -> Iterator[NetSpec]:
             yield with_plumbing(spec, [index])
 
 
+def _simpler_training(spec: NetSpec) -> Iterator[NetSpec]:
+    """No training steps, one step less, one batch size at every step, SGD."""
+    training = spec.training
+    if training is None:
+        return
+    yield replace(spec, training=None)
+    if training.steps > 1:
+        batches = None if training.batches is None else training.batches[:-1]
+        yield replace(spec, training=replace(training, steps=training.steps - 1, batches=batches))
+    if training.batches is not None:
+        yield replace(spec, training=replace(training, batches=None))
+    if training.optimizer != OPTIMIZERS[0]:
+        yield replace(spec, training=replace(training, optimizer=OPTIMIZERS[0]))
+
+
 def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
+    yield from _simpler_training(spec)
     # Nothing random: a failure its deterministic twin shows is that twin's (`fuzz.judge.harness`), and its repro
     # then compares with eager, not with thunderfx without checkpoints (a model spec's only reduction but sizes).
     if spec.random and (twin := without_randomness(spec)) is not None:

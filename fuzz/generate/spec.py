@@ -8,72 +8,29 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from fuzz.generate import program
 from fuzz.generate.architectures import ZooModel, model_problems
 from fuzz.generate.kind import Incoming, is_int
 from fuzz.generate.layers import LAYER_KINDS
+from fuzz.generate.spec_parts import (
+    AUTOCAST_REGIONS,
+    CHECKPOINT_APIS,
+    DETERMINISM_CHECKS,
+    DEVICES,
+    DTYPES,
+    INPUTS,
+    MAX_TRAINING_STEPS,
+    OPTIMIZERS,
+    CheckpointSpec,
+    LayerSpec,
+    SpecError,
+    TrainingSpec,
+)
 
 SPEC_VERSION = 1
-DTYPES = ("float32", "float64", "bfloat16", "float16")
-DEVICES = ("cpu", "cuda")
-# torch.utils.checkpoint.checkpoint; checkpoint_wrapper via apply_activation_checkpointing (one
-# module layer); torch.utils.checkpoint.checkpoint_sequential.
-CHECKPOINT_APIS = ("checkpoint", "wrapper", "sequential")
-DETERMINISM_CHECKS = ("default", "none")
-# Where autocast (to bfloat16) is on: nowhere, around the whole forward, inside each checkpointed function.
-AUTOCAST_REGIONS = (None, "forward", "checkpoints")
-# How the input and the backward cotangent are made: drawn from the seed, or all ones (token 1
-# for an embedding input; a cotangent of ones is `out.sum().backward()`), as thunder's
-# test_checkpointing_thunderfx does.
-INPUTS = ("random", "ones")
-
-
-class SpecError(ValueError):
-    """A spec that cannot describe a valid network; the message says what is wrong."""
-
-
-@dataclass
-class LayerSpec:
-    """One layer: its kind (a key of `fuzz.generate.layers.LAYER_KINDS`) and that kind's parameters.
-
-    ``reads``: in a program (`fuzz.generate.program`), the values it reads (0 the network's input, ``k`` layer
-    ``k - 1``'s output); None in a layer stack, where each layer reads its predecessor's output.
-    """
-
-    kind: str
-    params: dict[str, Any] = field(default_factory=dict)
-    frozen: bool = False
-    reads: list[int] | None = None
-
-
-@dataclass
-class CheckpointSpec:
-    """Layers ``start .. stop-1`` run inside one checkpoint, through ``api`` with these options.
-
-    ``selective``: a selective-checkpointing ``context_fn`` whose policy saves matmul outputs.
-    ``nested``: the body checkpoints layers ``start+1 .. stop-1`` again (all of them if one).
-    ``segments``: the ``segments`` argument of ``checkpoint_sequential``.
-    ``extra_args``: the checkpointed function also takes a float (positional) and a tensor
-    keyword argument, and applies ``x * scale + shift`` before its layers.
-    ``multi_output``: the checkpointed function returns ``(x, x.mean(-1, keepdim=True))`` and the
-    caller adds the two.
-    The last two exist for api "checkpoint" only.
-    """
-
-    start: int
-    stop: int
-    api: str = "checkpoint"
-    use_reentrant: bool = False
-    preserve_rng_state: bool = True
-    determinism_check: str = "default"
-    selective: bool = False
-    nested: bool = False
-    segments: int = 1
-    extra_args: bool = False
-    multi_output: bool = False
 
 
 @dataclass
@@ -88,7 +45,7 @@ class NetSpec:
     With ``model`` set the network is that transformers model (`fuzz.generate.architectures`) on ``(batch, seq)``
     tokens of ``vocab``, returning its logits: no layers, no checkpoints of ours, ``features`` its hidden size.
     A program (`is_program`: its layers have ``reads``) returns its ``outputs`` values (default: the last) flattened and
-    concatenated.
+    concatenated. ``training``: run as training steps (`TrainingSpec`) instead of one forward and backward.
     """
 
     features: int
@@ -106,6 +63,7 @@ class NetSpec:
     spatial: list[int] | None = None
     model: ZooModel | None = None
     outputs: list[int] | None = None
+    training: TrainingSpec | None = None
     version: int = SPEC_VERSION
 
     @property
@@ -171,10 +129,12 @@ class NetSpec:
         return any(c.start <= index < c.stop for c in self.checkpoints)
 
     def to_dict(self) -> dict[str, Any]:
-        """The spec as JSON-ready data; a stack leaves out the program fields (its JSON is as before programs)."""
+        """The spec as JSON-ready data; a stack leaves out the program fields and a spec without training steps the
+        training field (their JSON is as before programs and training)."""
         data = asdict(self)
-        if data["outputs"] is None:
-            del data["outputs"]
+        for optional in ("outputs", "training"):
+            if data[optional] is None:
+                del data[optional]
         for layer in data["layers"]:
             if layer["reads"] is None:
                 del layer["reads"]
@@ -195,6 +155,7 @@ class NetSpec:
                     "layers": [LayerSpec(**layer) for layer in data.get("layers", [])],
                     "checkpoints": [CheckpointSpec(**c) for c in data.get("checkpoints", [])],
                     "model": None if data.get("model") is None else ZooModel(**data["model"]),
+                    "training": None if data.get("training") is None else TrainingSpec(**data["training"]),
                 }
             )
         except TypeError as error:
@@ -242,6 +203,36 @@ def _validate_model(spec: NetSpec) -> None:
     )
 
 
+def _validate_training(spec: NetSpec) -> None:
+    training = spec.training
+    _require(
+        is_int(training.steps) and 1 <= training.steps <= MAX_TRAINING_STEPS,
+        f"training.steps must be 1..{MAX_TRAINING_STEPS}, got {training.steps!r}",
+    )
+    _require(
+        training.optimizer in OPTIMIZERS,
+        f"training.optimizer {training.optimizer!r} is not one of {', '.join(OPTIMIZERS)}",
+    )
+    _require(
+        training.batches is None
+        or isinstance(training.batches, list)
+        and len(training.batches) == training.steps
+        and all(map(_is_positive_int, training.batches))
+        and training.batches[0] == spec.batch,
+        f"training.batches must be null or {training.steps} positive batch sizes starting with batch "
+        f"{spec.batch}, got {training.batches!r}",
+    )
+    # Eager and thunder draw different random numbers: a random network is judged against thunderfx without
+    # checkpoints (fuzz.judge.harness), which one training step already covers.
+    _require(not spec.random, "training steps need a network without random layers (dropout)")
+    for batch in sorted(set(training.batches or ())):
+        if batch != spec.batch:
+            try:
+                validate(replace(spec, batch=batch, training=None))
+            except SpecError as error:
+                raise SpecError(f"training.batches: batch {batch} does not fit the network: {error}") from error
+
+
 def validate(spec: NetSpec) -> None:
     """Raise `SpecError` unless ``spec`` describes a network the builder can build and eager can run."""
     _require(spec.version == SPEC_VERSION, f"spec version {spec.version!r} is not supported (expected {SPEC_VERSION})")
@@ -262,6 +253,8 @@ def validate(spec: NetSpec) -> None:
         spec.inputs != "ones" or spec.vocab is None or spec.vocab >= 2,
         "inputs 'ones' feeds token 1: vocab must be at least 2",
     )
+    if spec.training is not None:
+        _validate_training(spec)
     if spec.model is not None:
         _validate_model(spec)
         return

@@ -36,8 +36,8 @@ from fuzz.judge.outcome import (
     verdict_of,
 )
 from fuzz.judge.parity import Mismatch, right_one_precision_up
-from fuzz.model_builder import Example, build_example
-from fuzz.run.passes import finite, nudged_runs
+from fuzz.model_builder import Example, TrainingSteps, build_example
+from fuzz.run.passes import NUDGES, finite, nudged_runs
 from fuzz.run.runner import (
     CompileReport,
     Deadline,
@@ -52,6 +52,7 @@ from fuzz.run.runner import (
     run_thunderfx,
     run_thunderfx_self_consistency,
     time_limit,
+    training_of,
 )
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -143,7 +144,8 @@ def _probe(example: Example):
 
     def probe():
         with in_phase("nudged"):
-            return ours(nudged_runs, example.net, example.input, example.cotangent)
+            training = training_of(example)
+            return ours(nudged_runs, example.net, example.input, example.cotangent, NUDGES, training)
 
     return probe
 
@@ -151,12 +153,14 @@ def _probe(example: Example):
 def _right_one_precision_up(example: Example, thunder: _ThunderRuns, converter: str, reference: tuple):
     """Whether thunderfx is right on ``example`` in the next wider dtype, computed when called (`fuzz.judge.parity`)."""
 
-    def thunder_run(net, x, cotangent):
-        return thunder(Example(net, x, cotangent), converter)[0]
+    def thunder_run(net, x, cotangent, training):
+        steps = None if training is None else TrainingSteps(training.optimizer, training.batches, training.starts)
+        return thunder(Example(net, x, cotangent, steps), converter)[0]
 
     def right():
         with in_phase("eager"):  # its thunderfx run marks itself
-            return ours(right_one_precision_up, thunder_run, example.net, example.input, example.cotangent, reference)
+            net, x, cotangent = example.net, example.input, example.cotangent
+            return ours(right_one_precision_up, thunder_run, net, x, cotangent, reference, training_of(example))
 
     return right
 

@@ -14,8 +14,10 @@ import torch
 from fuzz.run.passes import (
     AFTER_BACKWARD,
     AFTER_FORWARD,
+    AT_STEP,
     forward_backward,
     fresh_input,
+    is_output,
     is_state,
     nudged_runs,
     one_precision_up,
@@ -240,8 +242,10 @@ def systematic_bound(eager, want, dtype, measured, nudged_drift=0.0):
 
 
 def truth_name(name):
-    """The entry a result's ``name`` is judged against (state after backward: the state after forward)."""
-    return name.removesuffix(AFTER_BACKWARD) + AFTER_FORWARD if name.endswith(AFTER_BACKWARD) else name
+    """The entry a result's ``name`` is judged against (state after backward: the state after forward, at the same
+    training step)."""
+    tensor, step = name.split(AT_STEP)[0], name[len(name.split(AT_STEP)[0]) :]
+    return tensor.removesuffix(AFTER_BACKWARD) + AFTER_FORWARD + step if tensor.endswith(AFTER_BACKWARD) else name
 
 
 def _mismatches(thunder_result, eager_result, reference_result, sensitivities):
@@ -261,7 +265,10 @@ def _mismatches(thunder_result, eager_result, reference_result, sensitivities):
             *sensitivities.get(want, (None, ())),
         )  # fmt: skip
         if found and is_state(name):
-            (forward if name.endswith(AFTER_FORWARD) else gradients).append(found.named(name, state=True))
+            after_forward = name.split(AT_STEP)[0].endswith(AFTER_FORWARD)
+            (forward if after_forward else gradients).append(found.named(name, state=True))
+        elif found and is_output(name):
+            forward.append(found.named(name))
         elif found:
             gradients.append(found.named(f"grad of {name}"))
     return forward, gradients
@@ -310,21 +317,21 @@ def compare(thunder_result, eager_result, reference_result=None, probe=None):
     return forward, gradients
 
 
-def right_one_precision_up(thunder_run, net, x, cotangent, reference):
-    """Whether thunderfx is right on the example one precision up: ``thunder_run(net, x, cotangent)`` (thunderfx's
-    `forward_backward`, or None where it failed) on `one_precision_up` copies, judged against the float64
+def right_one_precision_up(thunder_run, net, x, cotangent, reference, training=None):
+    """Whether thunderfx is right on the example one precision up: ``thunder_run(net, x, cotangent, training)``
+    (thunderfx's `forward_backward`, or None where it failed) on `one_precision_up` copies, judged against the float64
     ``reference``."""
-    net, x, cotangent = one_precision_up(net, x, cotangent)
+    net, x, cotangent, training = one_precision_up(net, x, cotangent, training)
     eager_net = copy.deepcopy(net)
     try:
-        eager = forward_backward(eager_net, eager_net, fresh_input(x), cotangent)
+        eager = forward_backward(eager_net, eager_net, fresh_input(x), cotangent, training)
     except Exception:  # the network pins a dtype (an op's literal argument): no wider version of it
         return False
     truth = reference if cotangent.dtype != torch.float64 else None
-    result = thunder_run(net, x, cotangent)  # None when thunderfx failed there
+    result = thunder_run(net, x, cotangent, training)  # None when thunderfx failed there
     if result is None:
         return False
-    forward, gradients = compare(result, eager, truth, lambda: nudged_runs(net, x, cotangent))
+    forward, gradients = compare(result, eager, truth, lambda: nudged_runs(net, x, cotangent, training=training))
     return not forward and not gradients
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from fuzz.generate.spec import NetSpec
 from fuzz.judge.oracle import ParityFailure, ThunderCrash
+from fuzz.run.passes import AFTER_TRAINING, AT_STEP
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -53,9 +54,19 @@ class Observation:
         return tuple(sorted({role for role, _, _ in self.tensors}))
 
 
+# The roles of training steps' tensors (`tensor_role`).
+LATER = " at a later step"
+AFTER = "state after training"
+
+
 def tensor_role(spec: NetSpec, name: str) -> str:
     """What a compared tensor is, independent of sizes and positions: "output", "grad of input", "grad of
-    <layer kind or op>.<parameter>", "state", or a model parameter's name with its numbers blanked."""
+    <layer kind or op>.<parameter>", "state", or a model parameter's name with its numbers blanked; a later training
+    step's "<role> at a later step", and what training leaves "state after training"."""
+    if AT_STEP in name:
+        return tensor_role(spec, name.split(AT_STEP)[0]) + LATER
+    if name.endswith(AFTER_TRAINING):
+        return AFTER
     if name in ("output", "grad of input"):
         return name
     if name.endswith((" after forward", " after backward")):
@@ -72,10 +83,19 @@ def tensor_role(spec: NetSpec, name: str) -> str:
 
 
 def observe(spec: NetSpec, failure: ParityFailure) -> Observation:
-    """The `Observation` of ``failure`` on ``spec``."""
+    """The `Observation` of ``failure`` on ``spec``.
+
+    Training steps: a tensor that diverges at the first step too is one role whatever the step (a bug of one forward
+    and backward shows at every step; its numbers at every step are its), and the state training leaves is then only
+    their consequence; a role that diverges at later steps only keeps its "at a later step" (a bug of training).
+    """
     crash = failure.crash_signature if isinstance(failure, ThunderCrash) else ""
-    tensors = tuple((tensor_role(spec, m.name), m.error, m.drift) for m in failure.mismatches)
-    return Observation(failure.failure_class, failure.triage, crash, tensors, spec.dtype, spec.device)
+    tensors = [(tensor_role(spec, m.name), m.error, m.drift) for m in failure.mismatches]
+    first = {role for role, _, _ in tensors if not role.endswith(LATER) and role != AFTER}
+    if first:
+        folded = [(role.removesuffix(LATER), error, drift) for role, error, drift in tensors if role != AFTER]
+        tensors = [(role if role in first else f"{role}{LATER}", error, drift) for role, error, drift in folded]
+    return Observation(failure.failure_class, failure.triage, crash, tuple(tensors), spec.dtype, spec.device)
 
 
 def _edge(value: float) -> float:

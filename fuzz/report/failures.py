@@ -45,6 +45,8 @@ def failure_id(spec: NetSpec, failure: ParityFailure) -> str:
     }
     if spec.is_program:  # (a stack's id is as before programs)
         essence |= {"reads": [layer.reads for layer in spec.layers], "outputs": spec.outputs}
+    if spec.training is not None:  # (one forward and backward: an id as before training)
+        essence["training"] = spec.training.optimizer
     digest = hashlib.sha1(json.dumps(essence, sort_keys=True).encode()).hexdigest()[:8]
     return f"{failure.signature}-{digest}"
 
@@ -54,7 +56,7 @@ def _what_failed(failure: ParityFailure) -> list[str]:
     lines = str(failure).splitlines()
     if isinstance(failure, ThunderCrash):
         return [failure.crash_signature]
-    return sorted({line.partition(":")[0] for line in lines if line.startswith(("output:", "grad of "))})
+    return sorted({line.partition(":")[0] for line in lines if line.startswith(("output:", "output at", "grad of "))})
 
 
 def write_failure(

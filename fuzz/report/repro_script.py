@@ -30,7 +30,7 @@ from fuzz.generate.spec import NetSpec  # noqa: E402
 from fuzz.judge.oracle import ExampleTimeout, ParityFailure  # noqa: E402
 from fuzz.judge.parity import compare, crash_signature, failure_class, right_one_precision_up  # noqa: E402
 from fuzz.model_builder import build_example  # noqa: E402
-from fuzz.run.passes import float64_reference, forward_backward, fresh_input, nudged_runs  # noqa: E402
+from fuzz.run.passes import Training, float64_reference, forward_backward, fresh_input, nudged_runs  # noqa: E402
 
 CONVERTER = "fixed"
 EXECUTORS: list[str] = []
@@ -61,6 +61,10 @@ def bind(spec: NetSpec, failure: ParityFailure, converter: str = "fixed", execut
     global _SPEC, DTYPE, DEVICE
     globals().update(constants(spec, failure, converter, executors))
     _SPEC, DTYPE, DEVICE = spec, getattr(torch, spec.dtype), spec.device
+    for name in ("OPTIMIZER", "make_batches"):
+        globals().pop(name, None)
+    if spec.training is not None:  # as the network source of a spec that trains defines them
+        globals().update(OPTIMIZER=spec.training.optimizer, make_batches=lambda: build_example(spec).training.batches)
 
 
 def make_example(checkpointing=True):
@@ -88,6 +92,9 @@ def _verdict():
     if EXECUTORS:  # else thunder's default executors
         thunder.extend.set_default_executors([thunder.extend.get_executor(name) for name in EXECUTORS])
     net, x, cotangent = make_example()
+    training = None
+    if "make_batches" in globals():  # a network that trains: each step from eager's own parameters at that step
+        training = Training(OPTIMIZER, make_batches()).with_starts(net, x, cotangent)  # noqa: F821
     if TIME_LIMIT_S is not None:
         # Thunder's first compile in a process pays one-off set-up, which the campaign's limit did not count (it runs
         # a time-out once more before counting it): a one-layer network pays it before any clock starts.
@@ -101,18 +108,20 @@ def _verdict():
             expected = _limited(lambda: forward_backward(thunderfx(plain), plain, fresh_input(x), cotangent))
             reference, probe = None, None
         thunder_net = copy.deepcopy(net)
-        result = _limited(lambda: forward_backward(thunderfx(thunder_net), thunder_net, fresh_input(x), cotangent))
+        result = _limited(
+            lambda: forward_backward(thunderfx(thunder_net), thunder_net, fresh_input(x), cotangent, training)
+        )
     except Exception as error:
         traceback.print_exc()
         return "thunder-crash", crash_signature(type(error).__name__, str(error))
     up = None
     if not RANDOM:
         eager_net = copy.deepcopy(net)
-        expected = forward_backward(eager_net, eager_net, fresh_input(x), cotangent)
-        reference = float64_reference(net, x, cotangent) if DTYPE != torch.float64 else None
-        probe = lambda: nudged_runs(net, x, cotangent)  # noqa: E731
+        expected = forward_backward(eager_net, eager_net, fresh_input(x), cotangent, training)
+        reference = float64_reference(net, x, cotangent, training) if DTYPE != torch.float64 else None
+        probe = lambda: nudged_runs(net, x, cotangent, training=training)  # noqa: E731
         if reference is not None:
-            up = lambda: right_one_precision_up(_thunderfx_run, net, x, cotangent, reference)  # noqa: E731
+            up = lambda: right_one_precision_up(_thunderfx_run, net, x, cotangent, reference, training)  # noqa: E731
     forward, gradients = compare(result, expected, reference, probe)
     for line in forward + gradients:
         print(line)
@@ -139,12 +148,12 @@ def _ran_past_the_time_limit():
     os._exit(1)  # thunderfx's run is not waited for: it may take many minutes more
 
 
-def _thunderfx_run(net, x, cotangent):
+def _thunderfx_run(net, x, cotangent, training=None):
     """thunderfx's `forward_backward` of ``net``, or None where it raised."""
     from thunder.dynamo import thunderfx
 
     try:
-        return forward_backward(thunderfx(net), net, fresh_input(x), cotangent)
+        return forward_backward(thunderfx(net), net, fresh_input(x), cotangent, training)
     except Exception:
         return None
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from fuzz.model_builder import Example
-from fuzz.run.passes import float64_reference, forward_backward, fresh_input
+from fuzz.run.passes import Training, float64_reference, forward_backward, fresh_input
 
 _CHECKPOINT_OP = torch.ops.higher_order.tag_activation_checkpoint
 # linecache entries of the source thunder generates for traces and torch.fx for graph modules.
@@ -103,19 +103,33 @@ def _fresh_copy(example: Example) -> tuple[torch.nn.Module, torch.Tensor]:
     return copy.deepcopy(example.net), fresh_input(example.input)
 
 
+def training_of(example: Example) -> Training | None:
+    """The example's training steps (None: one forward and backward), every step starting where eager's own steps
+    leave it (computed once per example)."""
+    steps = example.training
+    if steps is None:
+        return None
+    if steps.starts is None:
+        with in_phase("eager"):
+            training = Training(steps.optimizer, steps.batches)
+            steps.starts = training.with_starts(example.net, example.input, example.cotangent).starts
+    return Training(steps.optimizer, steps.batches, steps.starts)
+
+
 def run_eager(example: Example) -> tuple:
     """``(output, grads)`` of plain eager PyTorch on a copy of the example."""
     with in_phase("eager"):
         net, x = _fresh_copy(example)
-        return forward_backward(net, net, x, example.cotangent)
+        return forward_backward(net, net, x, example.cotangent, training_of(example))
 
 
 def run_reference(example: Example) -> tuple | None:
     """``(output, grads)`` of eager in float64 for a lower-precision example; None for a float64 one."""
     if example.cotangent.dtype == torch.float64:
         return None
+    training = training_of(example)
     with in_phase("reference"):
-        return float64_reference(example.net, example.input, example.cotangent)
+        return float64_reference(example.net, example.input, example.cotangent, training)
 
 
 def run_thunderfx(example: Example) -> tuple[tuple, CompileReport]:
@@ -135,7 +149,7 @@ def run_thunderfx(example: Example) -> tuple[tuple, CompileReport]:
         try:
             net, x = _fresh_copy(example)
             compiled = thunderfx(net)
-            result = forward_backward(compiled, net, x, example.cotangent)
+            result = forward_backward(compiled, net, x, example.cotangent, ours(training_of, example))
             return result, ours(_compile_report, compiled._backend)
         finally:
             ours(forget_compilations)

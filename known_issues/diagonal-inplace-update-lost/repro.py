@@ -155,14 +155,106 @@ AFTER_FORWARD = " after forward"
 
 
 AFTER_BACKWARD = " after backward"
+# Training (`Training`): the tensors of step k > 0 are named "<name> at step k"; what the last optimizer step leaves
+# (parameters, buffers, the optimizer's state) "<name> after training".
+AT_STEP = " at step "
+AFTER_TRAINING = " after training"
+# The optimizers of training steps, with the settings of a fine-tuning run (`Training`).
+OPTIMIZERS = {
+    "sgd": lambda parameters: torch.optim.SGD(parameters, lr=1e-2, momentum=0.9),
+    "adamw": lambda parameters: torch.optim.AdamW(parameters, lr=1e-3, weight_decay=1e-2),
+}
 # The copy of an example one precision up (the same values in a wider dtype): see `fuzz.judge.parity.failure_class`.
 ONE_PRECISION_UP = {torch.bfloat16: torch.float32, torch.float16: torch.float32, torch.float32: torch.float64}
 _WRAPPED = "_checkpoint_wrapped_module."
 
 
 def is_state(name):
-    """Whether a result entry is a mutated tensor's state rather than a gradient."""
-    return name.endswith((AFTER_FORWARD, AFTER_BACKWARD))
+    """Whether a result entry is a mutated tensor's state rather than a gradient (or a step's output)."""
+    return name.split(AT_STEP)[0].endswith((AFTER_FORWARD, AFTER_BACKWARD, AFTER_TRAINING))
+
+
+def is_output(name):
+    """Whether a result entry is a training step's output (`Training`)."""
+    return name.startswith("output" + AT_STEP)
+
+
+class Training:
+    """Training steps: the example's own forward and backward is step 0, ``batches`` are the later steps' (input,
+    cotangent) pairs, and ``optimizer`` (a key of `OPTIMIZERS`) steps after each backward.
+
+    Every step starts from ``starts[k]`` (the parameters and buffers, by name): eager's own trajectory
+    (`with_starts`), so that each step of another run is judged from the same place and differences do not
+    compound; its optimizer's state carries from step to step.
+    """
+
+    def __init__(self, optimizer, batches, starts=None):
+        self.optimizer, self.batches, self.starts = optimizer, list(batches), starts
+
+    def to(self, dtype):
+        """The same steps in ``dtype`` (float inputs, cotangents and starts)."""
+
+        def cast(t):
+            return t.to(dtype) if t.is_floating_point() else t
+
+        starts = None if self.starts is None else [{k: cast(t) for k, t in s.items()} for s in self.starts]
+        return Training(self.optimizer, [(cast(x), cast(c)) for x, c in self.batches], starts)
+
+    def with_starts(self, net, x, cotangent):
+        """These steps starting from where eager's own steps on ``net`` (not changed) leave each one."""
+        net, starts = copy.deepcopy(net), []
+        optimizer = _optimizer(self.optimizer, list(net.parameters()))
+        for x_k, cotangent_k in [(x, cotangent), *self.batches]:
+            starts.append(_state(net))
+            optimizer.zero_grad(set_to_none=True)
+            torch.manual_seed(0)
+            net(fresh_input(x_k)).backward(cotangent_k)
+            optimizer.step()
+        return Training(self.optimizer, self.batches, starts)
+
+
+def _optimizer(name, parameters):
+    """Optimizer ``name`` of `OPTIMIZERS` over ``parameters`` (one that does nothing for a network without any: its
+    steps still run the compiled network again, on new inputs)."""
+    return OPTIMIZERS[name](parameters) if parameters else torch.optim.SGD([torch.zeros(0)], lr=0.0)
+
+
+def _state(net):
+    """Copies of ``net``'s parameters and buffers, by name."""
+    return {name: t.detach().clone() for name, t in [*net.named_parameters(), *net.named_buffers()]}
+
+
+def _train(fn, net, x, cotangent, training):
+    """`forward_backward` of each step of ``training`` from its start, each followed by the optimizer's step; step k's
+    tensors named with `AT_STEP`, and the parameters, buffers and optimizer state the last step leaves with
+    `AFTER_TRAINING`."""
+    parameters = dict(net.named_parameters())
+    optimizer = _optimizer(training.optimizer, list(parameters.values()))
+    output, results = None, {}
+    steps = zip([(x, cotangent), *training.batches], training.starts, strict=True)
+    for step, ((x_k, cotangent_k), start) in enumerate(steps):
+        with torch.no_grad():
+            for name, t in [*parameters.items(), *net.named_buffers()]:
+                t.copy_(start[name])
+        optimizer.zero_grad(set_to_none=True)
+        out, found = forward_backward(fn, net, fresh_input(x_k) if step else x_k, cotangent_k)
+        found = {name: t if t is None else t.detach().clone() for name, t in found.items()}
+        if step == 0:
+            output, results = out, found
+        else:
+            results[f"output{AT_STEP}{step}"] = out
+            results.update((f"{name}{AT_STEP}{step}", t) for name, t in found.items())
+        optimizer.step()
+    end = {f"parameter {name}": p for name, p in parameters.items()}
+    end.update((f"buffer {name}", b) for name, b in net.named_buffers())
+    for name, p in parameters.items():
+        end.update((f"optimizer {key} of {name}", t) for key, t in optimizer.state.get(p, {}).items())
+    results.update(
+        (name.replace(_WRAPPED, "") + AFTER_TRAINING, t.detach().clone() if t.is_floating_point() else t.double())
+        for name, t in end.items()
+        if torch.is_tensor(t)
+    )
+    return output, results
 
 
 def mutable_state(net, x, suffix):
@@ -181,7 +273,7 @@ def fresh_input(x):
     return x.detach().clone().requires_grad_(x.requires_grad)
 
 
-def forward_backward(fn, net, x, cotangent):
+def forward_backward(fn, net, x, cotangent, training=None):
     """Run ``fn(x)``, then backward with ``cotangent``; return the output and the input's and parameters' gradients.
 
     ``fn`` is ``net`` itself (eager) or a compiled wrapper of it. Gradients are keyed
@@ -189,7 +281,10 @@ def forward_backward(fn, net, x, cotangent):
     its ``PlainNet`` share names); a parameter that received no gradient maps to None. The
     `mutable_state` after forward and after backward is in the same mapping.
     The global RNG is seeded first, so every run of a network draws the same random numbers.
+    With ``training`` (`Training`), every step's and the state training leaves, all in one mapping.
     """
+    if training is not None:
+        return _train(fn, net, x, cotangent, training)
     torch.manual_seed(0)
     output = fn(x)
     after_forward = mutable_state(net, x, AFTER_FORWARD)
@@ -199,20 +294,22 @@ def forward_backward(fn, net, x, cotangent):
     return output.detach(), {**grads, **after_forward, **mutable_state(net, x, AFTER_BACKWARD)}
 
 
-def float64_reference(net, x, cotangent):
-    """``forward_backward`` of a float64 copy of ``net`` on float64 copies of ``x`` and ``cotangent``."""
+def float64_reference(net, x, cotangent, training=None):
+    """``forward_backward`` of a float64 copy of ``net`` on float64 copies of ``x``, ``cotangent`` and ``training``
+    (each step from the same start as the example's, in float64)."""
     net = copy.deepcopy(net).double()
     x = fresh_input(x.double()) if x.is_floating_point() else x
-    return forward_backward(net, net, x, cotangent.double())
+    return forward_backward(net, net, x, cotangent.double(), training and training.to(torch.float64))
 
 
-def nudged_runs(net, x, cotangent, runs=NUDGES):
+def nudged_runs(net, x, cotangent, runs=NUDGES, training=None):
     """Eager on ``runs`` copies of ``net`` and ``x`` whose floating-point values are moved by up to `NUDGE_ULPS`
     ulps at random: where an element jumps, eager sits at a discontinuity. Each run is a pair of a sample of eager
     and its truth, so that eager's own error and drift can be seen over several samples, not one (rules 1 and 3):
     the copy's `forward_backward` and its `float64_reference`; for a float64 network, which has no wider truth,
     the copy's float64 run as the truth and, as the sample, that run moved by its float32 twin's error scaled down by
-    the ratio of the epsilons (rounding errors scale with eps); the truth is None where no float32 twin runs."""
+    the ratio of the epsilons (rounding errors scale with eps); the truth is None where no float32 twin runs.
+    With ``training``, each copy trains along its own eager trajectory, its later steps' inputs nudged too."""
     generator = torch.Generator().manual_seed(0)
 
     def nudge(t):
@@ -228,22 +325,27 @@ def nudged_runs(net, x, cotangent, runs=NUDGES):
             for parameter in nudged.parameters():
                 parameter.copy_(nudge(parameter))
         nudged_x = fresh_input(nudge(x.detach())).requires_grad_(x.requires_grad)
+        steps = None
+        if training is not None:
+            steps = Training(training.optimizer, [(nudge(x_k), c_k) for x_k, c_k in training.batches])
+            steps = steps.with_starts(nudged, nudged_x, cotangent)
         # The truth first, from copies: the run mutates its input and buffers (in-place layers, BatchNorm).
         if cotangent.dtype != torch.float64:
-            truth = float64_reference(nudged, nudged_x, cotangent)
-            results.append((forward_backward(nudged, nudged, nudged_x, cotangent), truth))
+            truth = float64_reference(nudged, nudged_x, cotangent, steps)
+            results.append((forward_backward(nudged, nudged, nudged_x, cotangent, steps), truth))
         else:
-            twin = _float32_twin(nudged, nudged_x, cotangent)
-            results.append(_float64_rounding_sample(forward_backward(nudged, nudged, nudged_x, cotangent), twin))
+            twin = _float32_twin(nudged, nudged_x, cotangent, steps)
+            results.append(_float64_rounding_sample(forward_backward(nudged, nudged, nudged_x, cotangent, steps), twin))
     return results
 
 
-def _float32_twin(net, x, cotangent):
+def _float32_twin(net, x, cotangent, training=None):
     """`forward_backward` of float32 copies of a float64 example; None where the network pins a dtype or the twin
     is not finite (no evidence of float64's rounding then)."""
     net = copy.deepcopy(net).float()
+    x = fresh_input(x.float()) if x.is_floating_point() else x
     try:
-        twin = forward_backward(net, net, fresh_input(x.float()) if x.is_floating_point() else x, cotangent.float())
+        twin = forward_backward(net, net, x, cotangent.float(), training and training.to(torch.float32))
     except Exception:  # the network pins a dtype (an op's literal argument)
         return None
     return twin if finite(twin) else None
@@ -270,12 +372,13 @@ def _float64_rounding_sample(run, twin):
     return (moved(out, out32), {name: moved(t, grads32.get(name)) for name, t in grads.items()}), run
 
 
-def one_precision_up(net, x, cotangent):
-    """Copies of an example in the next wider dtype (`ONE_PRECISION_UP`), holding exactly the same values."""
+def one_precision_up(net, x, cotangent, training=None):
+    """Copies of an example (and its ``training``) in the next wider dtype (`ONE_PRECISION_UP`), holding exactly the
+    same values."""
     dtype = ONE_PRECISION_UP[cotangent.dtype]
     net = copy.deepcopy(net).to(dtype)
     x = fresh_input(x.to(dtype)) if x.is_floating_point() else x
-    return net, x, cotangent.to(dtype)
+    return net, x, cotangent.to(dtype), training and training.to(dtype)
 
 
 """The oracle's rules: each tensor of thunderfx's run against eager's and the float64 truth, and the failure class.
@@ -511,8 +614,10 @@ def systematic_bound(eager, want, dtype, measured, nudged_drift=0.0):
 
 
 def truth_name(name):
-    """The entry a result's ``name`` is judged against (state after backward: the state after forward)."""
-    return name.removesuffix(AFTER_BACKWARD) + AFTER_FORWARD if name.endswith(AFTER_BACKWARD) else name
+    """The entry a result's ``name`` is judged against (state after backward: the state after forward, at the same
+    training step)."""
+    tensor, step = name.split(AT_STEP)[0], name[len(name.split(AT_STEP)[0]) :]
+    return tensor.removesuffix(AFTER_BACKWARD) + AFTER_FORWARD + step if tensor.endswith(AFTER_BACKWARD) else name
 
 
 def _mismatches(thunder_result, eager_result, reference_result, sensitivities):
@@ -532,7 +637,10 @@ def _mismatches(thunder_result, eager_result, reference_result, sensitivities):
             *sensitivities.get(want, (None, ())),
         )  # fmt: skip
         if found and is_state(name):
-            (forward if name.endswith(AFTER_FORWARD) else gradients).append(found.named(name, state=True))
+            after_forward = name.split(AT_STEP)[0].endswith(AFTER_FORWARD)
+            (forward if after_forward else gradients).append(found.named(name, state=True))
+        elif found and is_output(name):
+            forward.append(found.named(name))
         elif found:
             gradients.append(found.named(f"grad of {name}"))
     return forward, gradients
@@ -581,21 +689,21 @@ def compare(thunder_result, eager_result, reference_result=None, probe=None):
     return forward, gradients
 
 
-def right_one_precision_up(thunder_run, net, x, cotangent, reference):
-    """Whether thunderfx is right on the example one precision up: ``thunder_run(net, x, cotangent)`` (thunderfx's
-    `forward_backward`, or None where it failed) on `one_precision_up` copies, judged against the float64
+def right_one_precision_up(thunder_run, net, x, cotangent, reference, training=None):
+    """Whether thunderfx is right on the example one precision up: ``thunder_run(net, x, cotangent, training)``
+    (thunderfx's `forward_backward`, or None where it failed) on `one_precision_up` copies, judged against the float64
     ``reference``."""
-    net, x, cotangent = one_precision_up(net, x, cotangent)
+    net, x, cotangent, training = one_precision_up(net, x, cotangent, training)
     eager_net = copy.deepcopy(net)
     try:
-        eager = forward_backward(eager_net, eager_net, fresh_input(x), cotangent)
+        eager = forward_backward(eager_net, eager_net, fresh_input(x), cotangent, training)
     except Exception:  # the network pins a dtype (an op's literal argument): no wider version of it
         return False
     truth = reference if cotangent.dtype != torch.float64 else None
-    result = thunder_run(net, x, cotangent)  # None when thunderfx failed there
+    result = thunder_run(net, x, cotangent, training)  # None when thunderfx failed there
     if result is None:
         return False
-    forward, gradients = compare(result, eager, truth, lambda: nudged_runs(net, x, cotangent))
+    forward, gradients = compare(result, eager, truth, lambda: nudged_runs(net, x, cotangent, training=training))
     return not forward and not gradients
 
 
@@ -673,6 +781,9 @@ def _verdict():
     if EXECUTORS:  # else thunder's default executors
         thunder.extend.set_default_executors([thunder.extend.get_executor(name) for name in EXECUTORS])
     net, x, cotangent = make_example()
+    training = None
+    if "make_batches" in globals():  # a network that trains: each step from eager's own parameters at that step
+        training = Training(OPTIMIZER, make_batches()).with_starts(net, x, cotangent)  # noqa: F821
     if TIME_LIMIT_S is not None:
         # Thunder's first compile in a process pays one-off set-up, which the campaign's limit did not count (it runs
         # a time-out once more before counting it): a one-layer network pays it before any clock starts.
@@ -686,18 +797,20 @@ def _verdict():
             expected = _limited(lambda: forward_backward(thunderfx(plain), plain, fresh_input(x), cotangent))
             reference, probe = None, None
         thunder_net = copy.deepcopy(net)
-        result = _limited(lambda: forward_backward(thunderfx(thunder_net), thunder_net, fresh_input(x), cotangent))
+        result = _limited(
+            lambda: forward_backward(thunderfx(thunder_net), thunder_net, fresh_input(x), cotangent, training)
+        )
     except Exception as error:
         traceback.print_exc()
         return "thunder-crash", crash_signature(type(error).__name__, str(error))
     up = None
     if not RANDOM:
         eager_net = copy.deepcopy(net)
-        expected = forward_backward(eager_net, eager_net, fresh_input(x), cotangent)
-        reference = float64_reference(net, x, cotangent) if DTYPE != torch.float64 else None
-        probe = lambda: nudged_runs(net, x, cotangent)  # noqa: E731
+        expected = forward_backward(eager_net, eager_net, fresh_input(x), cotangent, training)
+        reference = float64_reference(net, x, cotangent, training) if DTYPE != torch.float64 else None
+        probe = lambda: nudged_runs(net, x, cotangent, training=training)  # noqa: E731
         if reference is not None:
-            up = lambda: right_one_precision_up(_thunderfx_run, net, x, cotangent, reference)  # noqa: E731
+            up = lambda: right_one_precision_up(_thunderfx_run, net, x, cotangent, reference, training)  # noqa: E731
     forward, gradients = compare(result, expected, reference, probe)
     for line in forward + gradients:
         print(line)
@@ -724,12 +837,12 @@ def _ran_past_the_time_limit():
     os._exit(1)  # thunderfx's run is not waited for: it may take many minutes more
 
 
-def _thunderfx_run(net, x, cotangent):
+def _thunderfx_run(net, x, cotangent, training=None):
     """thunderfx's `forward_backward` of ``net``, or None where it raised."""
     from thunder.dynamo import thunderfx
 
     try:
-        return forward_backward(thunderfx(net), net, fresh_input(x), cotangent)
+        return forward_backward(thunderfx(net), net, fresh_input(x), cotangent, training)
     except Exception:
         return None
 

@@ -1,0 +1,81 @@
+"""The parts of a `fuzz.generate.spec.NetSpec` that stand alone: its vocabularies (dtypes, devices, checkpoint APIs,
+optimizers...), a layer, a checkpoint, training steps, and the error a spec that cannot be built raises."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+DTYPES = ("float32", "float64", "bfloat16", "float16")
+DEVICES = ("cpu", "cuda")
+# torch.utils.checkpoint.checkpoint; checkpoint_wrapper via apply_activation_checkpointing (one
+# module layer); torch.utils.checkpoint.checkpoint_sequential.
+CHECKPOINT_APIS = ("checkpoint", "wrapper", "sequential")
+DETERMINISM_CHECKS = ("default", "none")
+# Where autocast (to bfloat16) is on: nowhere, around the whole forward, inside each checkpointed function.
+AUTOCAST_REGIONS = (None, "forward", "checkpoints")
+# How the input and the backward cotangent are made: drawn from the seed, or all ones (token 1
+# for an embedding input; a cotangent of ones is `out.sum().backward()`), as thunder's
+# test_checkpointing_thunderfx does.
+INPUTS = ("random", "ones")
+# Training steps (`TrainingSpec`): the optimizers (fuzz.run.passes.OPTIMIZERS, simplest first) and the most steps.
+OPTIMIZERS = ("sgd", "adamw")
+MAX_TRAINING_STEPS = 8
+
+
+class SpecError(ValueError):
+    """A spec that cannot describe a valid network; the message says what is wrong."""
+
+
+@dataclass
+class LayerSpec:
+    """One layer: its kind (a key of `fuzz.generate.layers.LAYER_KINDS`) and that kind's parameters.
+
+    ``reads``: in a program (`fuzz.generate.program`), the values it reads (0 the network's input, ``k`` layer
+    ``k - 1``'s output); None in a layer stack, where each layer reads its predecessor's output.
+    """
+
+    kind: str
+    params: dict[str, Any] = field(default_factory=dict)
+    frozen: bool = False
+    reads: list[int] | None = None
+
+
+@dataclass
+class CheckpointSpec:
+    """Layers ``start .. stop-1`` run inside one checkpoint, through ``api`` with these options.
+
+    ``selective``: a selective-checkpointing ``context_fn`` whose policy saves matmul outputs.
+    ``nested``: the body checkpoints layers ``start+1 .. stop-1`` again (all of them if one).
+    ``segments``: the ``segments`` argument of ``checkpoint_sequential``.
+    ``extra_args``: the checkpointed function also takes a float (positional) and a tensor
+    keyword argument, and applies ``x * scale + shift`` before its layers.
+    ``multi_output``: the checkpointed function returns ``(x, x.mean(-1, keepdim=True))`` and the
+    caller adds the two.
+    The last two exist for api "checkpoint" only.
+    """
+
+    start: int
+    stop: int
+    api: str = "checkpoint"
+    use_reentrant: bool = False
+    preserve_rng_state: bool = True
+    determinism_check: str = "default"
+    selective: bool = False
+    nested: bool = False
+    segments: int = 1
+    extra_args: bool = False
+    multi_output: bool = False
+
+
+@dataclass
+class TrainingSpec:
+    """``steps`` training steps, each a forward, a backward and a step of ``optimizer`` (one of `OPTIMIZERS`).
+
+    Step k's input and cotangent are drawn from the seed plus k; ``batches``: each step's batch size (the first the
+    spec's own ``batch``), or None for the spec's batch at every step. A new batch size makes dynamo recompile.
+    """
+
+    steps: int = 3
+    optimizer: str = "sgd"
+    batches: list[int] | None = None
