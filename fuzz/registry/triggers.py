@@ -159,6 +159,11 @@ SPEC_PREDICATES: dict[str, tuple[Callable[[NetSpec], bool], Callable[[NetSpec], 
         lambda spec: spec.model is not None and spec.model.dropout > 0 and spec.model.checkpointing,
         lambda spec: replace(spec, model=replace(spec.model, dropout=0.0)),
     ),
+    # Training steps whose batch size changes: dynamo recompiles the network with a dynamic batch dim.
+    "batch-size-changes": (
+        lambda spec: spec.training is not None and len(set(spec.training.batches or ())) > 1,
+        lambda spec: replace(spec, training=replace(spec.training, batches=None)),
+    ),
     # A condition on a node's network, not a trigger of its own: taking it out is taking the node out.
     "judged-against-eager": (_judged_against_eager, None),
 }
