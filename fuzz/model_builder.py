@@ -302,7 +302,8 @@ def network_source(spec: NetSpec) -> str:
 
     ``PlainNet`` is ``Net`` with every checkpoint call replaced by a direct call (same modules,
     same parameters, same functions). ``make_example(checkpointing=True)`` returns the network
-    (``Net``, or ``PlainNet`` without checkpointing), its input and its cotangent.
+    (``Net``, or ``PlainNet`` without checkpointing), its input and its cotangent; a spec that trains also defines
+    ``OPTIMIZER`` and ``make_batches()`` (`_training_source`).
     """
     imports, classes = model_source(spec) if spec.model is not None else ("", _layer_classes(spec))
     wrapping = "".join(f"\n{_INDENT * 2}{line}" for line in _wrapping_lines(spec))
@@ -343,6 +344,7 @@ def _make_input(spec: NetSpec, shape: str) -> str:
 
 
 def _make_cotangent(spec: NetSpec, shape: str) -> str:
+    """The expression of a cotangent of shape ``shape`` (a name) drawn from ``generator``."""
     make = f"torch.ones({shape})" if spec.inputs == "ones" else f"torch.randn({shape}, generator=generator)"
     return make + ".to(device=DEVICE, dtype=DTYPE)"
 

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 
 from fuzz.generate.reduce import reduce_spec
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec, SpecError, TrainingSpec
+from fuzz.generate.spec_parts import OPTIMIZERS as SPEC_OPTIMIZERS
 from fuzz.generate.training import with_training
 from fuzz.judge.harness import check_spec
 from fuzz.model_builder import build_example, network_source
@@ -20,7 +21,7 @@ from fuzz.registry.issue import KNOWN_ISSUES_DIR
 from fuzz.registry.known_issues import KNOWN_ISSUES
 from fuzz.registry.signatures import observe, read_entry, resemblance
 from fuzz.report.repro import repro_source
-from fuzz.run.passes import AT_STEP
+from fuzz.run.passes import AT_STEP, OPTIMIZERS
 from fuzz.run.runner import run_eager
 from fuzz.strategies import net_specs
 from tests.campaign_runs import run_campaign, run_repro
@@ -51,7 +52,7 @@ def test_training_round_trips_and_a_spec_without_it_keeps_its_json():
         (TrainingSpec(3, "adam"), {}, "training.optimizer 'adam' is not one of sgd, adamw"),
         (TrainingSpec(3, "sgd", [2, 3]), {}, "training.batches must be null or 3 positive batch sizes"),
         (TrainingSpec(2, "sgd", [3, 3]), {}, "starting with batch 2"),
-        (TrainingSpec(2), {"layers": [LayerSpec("dropout", {"p": 0.5})], "checkpoints": []}, "without random layers"),
+        (TrainingSpec(2), {"layers": [LayerSpec("dropout", {"p": "0.5"})], "checkpoints": []}, "without random layers"),
     ],
 )
 def test_training_that_cannot_run_is_a_one_line_error(training, fields, problem):
@@ -157,3 +158,20 @@ def test_a_training_failure_s_repro_reproduces_it_standalone_and_passes_without_
     assert faulty.returncode == 1, faulty.stdout[-2000:] + faulty.stderr[-2000:]
     assert "at step 1" in faulty.stdout
     assert stock.returncode == 0, stock.stdout[-2000:] + stock.stderr[-2000:]
+
+
+def test_batch_norm_inside_a_checkpoint_trains_right_from_the_same_starts_with_and_without_its_checkpoint():
+    # Eager's checkpoint recomputation updates the running statistics twice: judged at each step's state after
+    # backward against its state after forward, never as the buffers training leaves, and the triage's network
+    # without checkpoints trains from the same starts.
+    norm = LayerSpec("batch_norm", {"affine": True, "track_running_stats": True, "eval": False, "dims": 1})
+    spec = replace(_net(TrainingSpec(3, "adamw")), layers=[norm, LayerSpec("tanh")], features=2, spatial=[3])
+    spec = NetSpec.from_json(spec.to_json())  # valid
+    assert check_spec(spec).failure is None
+    with injected(STALE):
+        failure = check_spec(spec).failure
+    assert failure is not None and failure.triage == "thunder-general", failure
+
+
+def test_the_optimizers_a_spec_names_are_the_ones_training_runs():
+    assert set(SPEC_OPTIMIZERS) == set(OPTIMIZERS)

@@ -27,10 +27,10 @@ from hypothesis import HealthCheck, given, settings
 
 from fuzz.generate.training import with_training
 from fuzz.judge.harness import _run_thunder
-from fuzz.judge.parity import _scale_factor, mismatch
+from fuzz.judge.parity import _scale_factor, mismatch, truth_name
 from fuzz.model_builder import build_example
 from fuzz.registry.known_issues import known_issues_for
-from fuzz.run.passes import AFTER_TRAINING, AT_STEP
+from fuzz.run.passes import AFTER_TRAINING, AT_STEP, is_state
 from fuzz.run.runner import run_eager, run_reference
 from fuzz.strategies import net_specs
 
@@ -47,12 +47,15 @@ def _measure(spec) -> list[dict]:
     if failure is not None or reference is None or not report.compiled_everything(len(spec.checkpoints)):
         return []
     ref, got, base = _tensors(reference), _tensors(thunder), _tensors(eager)
-    scale = max((t.abs().max().item() for t in ref.values() if t.numel()), default=0.0)
+    # As the oracle: the example's scale is its outputs' and gradients', a state is judged against its truth's entry.
+    scale = max((t.abs().max().item() for n, t in ref.items() if t.numel() and not is_state(n)), default=0.0)
     rows = []
     for name, r in ref.items():
+        truth = "grad " + truth_name(name.removeprefix("grad "))
         if not r.numel() or name not in got:
             continue
-        alpha_t, alpha_e = _scale_factor(got[name].double(), r), _scale_factor(base[name].double(), r)
+        r, base_tensor = ref.get(truth, r), base.get(truth, base[name])
+        alpha_t, alpha_e = _scale_factor(got[name].double(), r), _scale_factor(base_tensor.double(), r)
         part = "after training" if name.endswith(AFTER_TRAINING) else "later steps" if AT_STEP in name else "step 0"
         rows.append({
             "dtype": spec.dtype,
@@ -60,12 +63,12 @@ def _measure(spec) -> list[dict]:
             "spec": spec.to_json(),
             "tensor": name,
             "thunder_error": (got[name].double() - r).abs().max().item(),
-            "eager_error": (base[name].double() - r).abs().max().item(),
+            "eager_error": (base_tensor.double() - r).abs().max().item(),
             "thunder_drift": None if alpha_t is None else abs(alpha_t - 1),
             "eager_drift": None if alpha_e is None else abs(alpha_e - 1),
             "tensor_scale": r.abs().max().item(),
             "example_scale": scale,
-            "verdict": mismatch(got[name], base[name], r, scale),
+            "verdict": mismatch(got[name], base_tensor, r, scale),
         })  # fmt: skip
     return rows
 

@@ -91,16 +91,21 @@ def _blame_candidates(spec: NetSpec) -> Iterator[NetSpec]:
 
 
 def _simpler_training(spec: NetSpec) -> Iterator[NetSpec]:
-    """No training steps, one step less, one batch size at every step, SGD."""
+    """No training steps, one step less (the last, or the first after step 0: a batch size change moves one step
+    earlier), one batch size at every step, the smallest later batch size, SGD."""
     training = spec.training
     if training is None:
         return
     yield replace(spec, training=None)
+    batches = training.batches
     if training.steps > 1:
-        batches = None if training.batches is None else training.batches[:-1]
-        yield replace(spec, training=replace(training, steps=training.steps - 1, batches=batches))
-    if training.batches is not None:
+        yield replace(spec, training=replace(training, steps=training.steps - 1, batches=batches and batches[:-1]))
+        if batches is not None and training.steps > 2:
+            yield replace(spec, training=replace(training, steps=training.steps - 1, batches=batches[:1] + batches[2:]))
+    if batches is not None:
         yield replace(spec, training=replace(training, batches=None))
+        smallest = 1 if batches[0] != 1 else 2  # the smallest batch size that still changes
+        yield replace(spec, training=replace(training, batches=[b if b == batches[0] else smallest for b in batches]))
     if training.optimizer != OPTIMIZERS[0]:
         yield replace(spec, training=replace(training, optimizer=OPTIMIZERS[0]))
 
@@ -143,7 +148,14 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
     # each layer's params fitted again to what then enters it.
     for field, smallest in (("batch", 1), ("features", 1), ("spatial", spec.spatial and [1] * len(spec.spatial))):
         if getattr(spec, field) != smallest:
-            yield _refitted(replace(spec, **{field: smallest}))
+            yield _refitted(_with_first_batch(replace(spec, **{field: smallest})))
+
+
+def _with_first_batch(spec: NetSpec) -> NetSpec:
+    """``spec`` with its training's first batch size its own ``batch`` (as validation asks)."""
+    if spec.training is None or spec.training.batches is None:
+        return spec
+    return replace(spec, training=replace(spec.training, batches=[spec.batch, *spec.training.batches[1:]]))
 
 
 def _alone(spec: NetSpec) -> Iterator[NetSpec]:

@@ -253,11 +253,15 @@ def validate(spec: NetSpec) -> None:
         spec.inputs != "ones" or spec.vocab is None or spec.vocab >= 2,
         "inputs 'ones' feeds token 1: vocab must be at least 2",
     )
-    if spec.training is not None:
-        _validate_training(spec)
     if spec.model is not None:
         _validate_model(spec)
-        return
+    else:
+        _validate_layers(spec)
+    if spec.training is not None:
+        _validate_training(spec)
+
+
+def _validate_layers(spec: NetSpec) -> None:
     _require(len(spec.layers) >= 1, "a spec needs at least one layer")
     _require(
         spec.spatial is None

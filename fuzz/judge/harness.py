@@ -165,14 +165,17 @@ def _right_one_precision_up(example: Example, thunder: _ThunderRuns, converter: 
     return right
 
 
-def _triage(spec: NetSpec, eager: tuple, reference: tuple | None, thunder: _ThunderRuns) -> Triage:
-    """Whether a failure of ``spec`` needs its checkpoints: run eager and thunderfx on its ``PlainNet``.
+def _triage(spec: NetSpec, example: Example, eager: tuple, reference: tuple | None, thunder: _ThunderRuns) -> Triage:
+    """Whether a failure of ``spec`` (built as ``example``) needs its checkpoints: run eager and thunderfx on its
+    ``PlainNet`` (training from the same starts: eager's checkpoint recomputation updates BatchNorm's statistics twice).
 
     Only failures pay for this (a second compile), shrinking steps that fail included.
     """
     if not spec.checkpoint_regions:
         return ThunderGeneral("the network has no checkpoints")
     plain = build_example(spec, checkpointing=False)
+    if plain.training is not None:
+        plain.training.starts = training_of(example).starts
     eager_plain = run_eager(plain)
     if (difference := judge(eager_plain, eager)) is not None:
         return EagerInconsistent(f"eager with vs without checkpoints: {difference}")
@@ -327,7 +330,7 @@ def check_spec(
             random_triage += f"; {deterministic}"
     if failure is not None and not isinstance(failure, ExampleTimeout) and not isinstance(failure.__cause__, Triage):
         # A random network's own failure is against thunderfx without checkpoints, which ran: checkpoint-specific.
-        triage = CheckpointSpecific(random_triage) if spec.random else _triage(spec, eager, reference, thunder)
+        triage = CheckpointSpecific(random_triage) if spec.random else _triage(spec, example, eager, reference, thunder)
         failure = with_triage(failure, triage)
     comparison = None
     if converter == "both":

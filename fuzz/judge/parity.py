@@ -244,12 +244,13 @@ def systematic_bound(eager, want, dtype, measured, nudged_drift=0.0):
 def truth_name(name):
     """The entry a result's ``name`` is judged against (state after backward: the state after forward, at the same
     training step)."""
-    tensor, step = name.split(AT_STEP)[0], name[len(name.split(AT_STEP)[0]) :]
-    return tensor.removesuffix(AFTER_BACKWARD) + AFTER_FORWARD + step if tensor.endswith(AFTER_BACKWARD) else name
+    tensor, at, step = name.partition(AT_STEP)
+    return tensor.removesuffix(AFTER_BACKWARD) + AFTER_FORWARD + at + step if tensor.endswith(AFTER_BACKWARD) else name
 
 
 def _mismatches(thunder_result, eager_result, reference_result, sensitivities):
-    """Mismatches of the output and the state after forward, then of the gradients and the state after backward."""
+    """Mismatches of the output and the state after forward (a training step's too), then of the gradients, the state
+    after backward and the state training leaves."""
     (thunder_out, thunder_grads), (eager_out, eager_grads) = thunder_result, eager_result
     ref_out, ref_grads = reference_result if reference_result is not None else (None, {})
     # The example's scale is its output's and gradients', not its states' (an input is of order 1).

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 import time
@@ -56,7 +57,8 @@ def _what_failed(failure: ParityFailure) -> list[str]:
     lines = str(failure).splitlines()
     if isinstance(failure, ThunderCrash):
         return [failure.crash_signature]
-    return sorted({line.partition(":")[0] for line in lines if line.startswith(("output:", "output at", "grad of "))})
+    names = {line.partition(":")[0] for line in lines if line.startswith(("output:", "output at", "grad of "))}
+    return sorted({re.sub(r" at step \d+$", " at a later step", name) for name in names})
 
 
 def write_failure(

@@ -86,14 +86,16 @@ def _optimizer(name, parameters):
 
 
 def _state(net):
-    """Copies of ``net``'s parameters and buffers, by name."""
-    return {name: t.detach().clone() for name, t in [*net.named_parameters(), *net.named_buffers()]}
+    """Copies of ``net``'s parameters and buffers, by name (checkpoint_wrapper's prefix removed, so that a network and
+    its ``PlainNet`` share them)."""
+    return {
+        name.replace(_WRAPPED, ""): t.detach().clone() for name, t in [*net.named_parameters(), *net.named_buffers()]
+    }
 
 
 def _train(fn, net, x, cotangent, training):
     """`forward_backward` of each step of ``training`` from its start, each followed by the optimizer's step; step k's
-    tensors named with `AT_STEP`, and the parameters, buffers and optimizer state the last step leaves with
-    `AFTER_TRAINING`."""
+    tensors named with `AT_STEP`, and the parameters and optimizer state the last step leaves with `AFTER_TRAINING`."""
     parameters = dict(net.named_parameters())
     optimizer = _optimizer(training.optimizer, list(parameters.values()))
     output, results = None, {}
@@ -101,7 +103,7 @@ def _train(fn, net, x, cotangent, training):
     for step, ((x_k, cotangent_k), start) in enumerate(steps):
         with torch.no_grad():
             for name, t in [*parameters.items(), *net.named_buffers()]:
-                t.copy_(start[name])
+                t.copy_(start[name.replace(_WRAPPED, "")])
         optimizer.zero_grad(set_to_none=True)
         out, found = forward_backward(fn, net, fresh_input(x_k) if step else x_k, cotangent_k)
         found = {name: t if t is None else t.detach().clone() for name, t in found.items()}
@@ -111,8 +113,9 @@ def _train(fn, net, x, cotangent, training):
             results[f"output{AT_STEP}{step}"] = out
             results.update((f"{name}{AT_STEP}{step}", t) for name, t in found.items())
         optimizer.step()
+    # (The buffers training leaves are the last step's state after backward, judged there against its state after
+    # forward: eager's checkpoint recomputation updates BatchNorm's statistics a second time.)
     end = {f"parameter {name}": p for name, p in parameters.items()}
-    end.update((f"buffer {name}", b) for name, b in net.named_buffers())
     for name, p in parameters.items():
         end.update((f"optimizer {key} of {name}", t) for key, t in optimizer.state.get(p, {}).items())
     results.update(

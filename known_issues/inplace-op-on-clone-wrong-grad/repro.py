@@ -208,14 +208,16 @@ def _optimizer(name, parameters):
 
 
 def _state(net):
-    """Copies of ``net``'s parameters and buffers, by name."""
-    return {name: t.detach().clone() for name, t in [*net.named_parameters(), *net.named_buffers()]}
+    """Copies of ``net``'s parameters and buffers, by name (checkpoint_wrapper's prefix removed, so that a network and
+    its ``PlainNet`` share them)."""
+    return {
+        name.replace(_WRAPPED, ""): t.detach().clone() for name, t in [*net.named_parameters(), *net.named_buffers()]
+    }
 
 
 def _train(fn, net, x, cotangent, training):
     """`forward_backward` of each step of ``training`` from its start, each followed by the optimizer's step; step k's
-    tensors named with `AT_STEP`, and the parameters, buffers and optimizer state the last step leaves with
-    `AFTER_TRAINING`."""
+    tensors named with `AT_STEP`, and the parameters and optimizer state the last step leaves with `AFTER_TRAINING`."""
     parameters = dict(net.named_parameters())
     optimizer = _optimizer(training.optimizer, list(parameters.values()))
     output, results = None, {}
@@ -223,7 +225,7 @@ def _train(fn, net, x, cotangent, training):
     for step, ((x_k, cotangent_k), start) in enumerate(steps):
         with torch.no_grad():
             for name, t in [*parameters.items(), *net.named_buffers()]:
-                t.copy_(start[name])
+                t.copy_(start[name.replace(_WRAPPED, "")])
         optimizer.zero_grad(set_to_none=True)
         out, found = forward_backward(fn, net, fresh_input(x_k) if step else x_k, cotangent_k)
         found = {name: t if t is None else t.detach().clone() for name, t in found.items()}
@@ -233,8 +235,9 @@ def _train(fn, net, x, cotangent, training):
             results[f"output{AT_STEP}{step}"] = out
             results.update((f"{name}{AT_STEP}{step}", t) for name, t in found.items())
         optimizer.step()
+    # (The buffers training leaves are the last step's state after backward, judged there against its state after
+    # forward: eager's checkpoint recomputation updates BatchNorm's statistics a second time.)
     end = {f"parameter {name}": p for name, p in parameters.items()}
-    end.update((f"buffer {name}", b) for name, b in net.named_buffers())
     for name, p in parameters.items():
         end.update((f"optimizer {key} of {name}", t) for key, t in optimizer.state.get(p, {}).items())
     results.update(
@@ -604,12 +607,13 @@ def systematic_bound(eager, want, dtype, measured, nudged_drift=0.0):
 def truth_name(name):
     """The entry a result's ``name`` is judged against (state after backward: the state after forward, at the same
     training step)."""
-    tensor, step = name.split(AT_STEP)[0], name[len(name.split(AT_STEP)[0]) :]
-    return tensor.removesuffix(AFTER_BACKWARD) + AFTER_FORWARD + step if tensor.endswith(AFTER_BACKWARD) else name
+    tensor, at, step = name.partition(AT_STEP)
+    return tensor.removesuffix(AFTER_BACKWARD) + AFTER_FORWARD + at + step if tensor.endswith(AFTER_BACKWARD) else name
 
 
 def _mismatches(thunder_result, eager_result, reference_result, sensitivities):
-    """Mismatches of the output and the state after forward, then of the gradients and the state after backward."""
+    """Mismatches of the output and the state after forward (a training step's too), then of the gradients, the state
+    after backward and the state training leaves."""
     (thunder_out, thunder_grads), (eager_out, eager_grads) = thunder_result, eager_result
     ref_out, ref_grads = reference_result if reference_result is not None else (None, {})
     # The example's scale is its output's and gradients', not its states' (an input is of order 1).
