@@ -704,9 +704,11 @@ def failure_class(forward, gradients, right_one_precision_up=None):
 
 
 def crash_signature(error_type, message):
-    """What tells two crashes apart: the exception's type and its message's first line, with numbers and
-    addresses blanked (they change with sizes and runs)."""
+    """What tells two crashes apart: the exception's type and its message's first line, with numbers, addresses and
+    the contents of braces blanked (they change with sizes and runs)."""
     first = (message.strip().splitlines() or [""])[0]
+    # A dict in a message lists what changes from run to run (dynamo's guard assertion names the symbols it knows).
+    first = re.sub(r"\{[^{}]*\}", "{...}", first)
     return f"{error_type}: " + re.sub(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?", "#", first)[:200]
 
 
