@@ -145,7 +145,7 @@ AFTER_FORWARD = " after forward"
 
 AFTER_BACKWARD = " after backward"
 # Training (`Training`): the tensors of step k > 0 are named "<name> at step k"; what the last optimizer step leaves
-# (parameters, buffers, the optimizer's state) "<name> after training".
+# (parameters, the optimizer's state) "<name> after training".
 AT_STEP = " at step "
 AFTER_TRAINING = " after training"
 # The optimizers of training steps, with the settings of a fine-tuning run (`Training`).
@@ -242,9 +242,7 @@ def _train(fn, net, x, cotangent, training):
     for name, p in parameters.items():
         end.update((f"optimizer {key} of {name}", t) for key, t in optimizer.state.get(p, {}).items())
     results.update(
-        (name.replace(_WRAPPED, "") + AFTER_TRAINING, t.detach().clone() if t.is_floating_point() else t.double())
-        for name, t in end.items()
-        if torch.is_tensor(t)
+        (name.replace(_WRAPPED, "") + AFTER_TRAINING, _kept(t)) for name, t in end.items() if torch.is_tensor(t)
     )
     return output, results
 
@@ -254,10 +252,12 @@ def mutable_state(net, x, suffix):
     when it is an integer count)."""
     tensors = {"input": x} if x.is_floating_point() else {}
     tensors.update((f"buffer {name.replace(_WRAPPED, '')}", buffer) for name, buffer in net.named_buffers())
-    return {
-        name + suffix: t.detach().clone() if t.is_floating_point() else t.detach().double()
-        for name, t in tensors.items()
-    }
+    return {name + suffix: _kept(t) for name, t in tensors.items()}
+
+
+def _kept(t):
+    """A copy of ``t`` to compare later: float as it is, an integer count as float64."""
+    return t.detach().clone() if t.is_floating_point() else t.detach().double()
 
 
 def fresh_input(x):
