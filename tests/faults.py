@@ -291,6 +291,26 @@ def _stale_parameters_faulty(splitter):
     return faulty
 
 
+def _checkpoints_dropped_faulty(checkpoint_converter):
+    """thunderfx's preparation of each region it hands to thunder, followed by a fault: every checkpoint is replaced
+    by a plain call of its body, as a region that silently stopped being checkpointed (the same values and
+    gradients; its intermediates are saved for backward instead of recomputed)."""
+
+    def faulty(gm, region):
+        checkpoint_converter(gm, region)
+        for node in _checkpoints(region.graph):
+            body = node.args[0]
+            if body.op != "get_attr":
+                region.add_submodule(body.name, getattr(gm, body.name))
+            with region.graph.inserting_before(node):
+                call = region.graph.call_module(body.target if body.op == "get_attr" else body.name, node.args[1:])
+            node.replace_all_uses_with(call)
+            region.graph.erase_node(node)
+        region.recompile()
+
+    return faulty
+
+
 FAULTS = {
     "tanh-grad-x2": (torch.tanh, lambda op: _scaled_gradient(op, 2.0)),
     "tanh-grad-x1.001": (torch.tanh, lambda op: _scaled_gradient(op, 1.001)),
@@ -336,6 +356,8 @@ PATCHES = {
     "clone-update-leaks-to-original": (thunder.dynamo.splitter, "checkpoint_converter", _clone_update_leaks_faulty),
     # Only from a compiled function's second call on: training steps (one forward and backward never calls it twice).
     "stale-parameters-from-second-step": (thunder.dynamo.compiler, "_splitter", _stale_parameters_faulty),
+    # Only the memory contract: the values and gradients are right, each region's intermediates saved for backward.
+    "checkpoints-dropped": (thunder.dynamo.splitter, "checkpoint_converter", _checkpoints_dropped_faulty),
 }
 # Faults made of several entries of FAULTS.
 GROUPS = {"conv-dilation-grad-x2": [name for name in FAULTS if name.startswith("conv-dilation-grad-x2-")]}

@@ -25,6 +25,17 @@ def _model_traits(spec: NetSpec) -> list[str]:
     return labels
 
 
+def region_kind(spec: NetSpec) -> str:
+    """The kind of ``spec``'s checkpointed regions, in words: each distinct API with its flags ("checkpoint
+    selective"), joined with " + "; a model's "gradient_checkpointing_enable"; "" without checkpoints."""
+    if spec.model is not None:
+        return "gradient_checkpointing_enable" if spec.model.checkpointing else ""
+    kinds = {
+        " ".join([ckpt.api, *(flag for flag in _CHECKPOINT_FLAGS if getattr(ckpt, flag))]) for ckpt in spec.checkpoints
+    }
+    return " + ".join(sorted(kinds))
+
+
 def traits(spec: NetSpec) -> list[str]:
     """Every feature of ``spec`` worth counting: dtype, sizes, layer kinds, checkpoint APIs and options."""
     labels = [f"dtype {spec.dtype}", f"{len(spec.layers)} layers", f"{len(spec.checkpoints)} checkpoints"]

@@ -13,12 +13,14 @@ import fuzz.fix
 from fuzz.fix import use_converter
 from fuzz.generate.reduce import without_randomness
 from fuzz.generate.spec import NetSpec
+from fuzz.judge.memory import memory_failure, saves_too_much
 from fuzz.judge.oracle import (
     CheckpointSpecific,
     EagerInconsistent,
     ExampleTimeout,
     ForwardDivergence,
     GradientDivergence,
+    MemoryFailure,
     ParityFailure,
     StateDivergence,
     ThunderCrash,
@@ -43,6 +45,7 @@ from fuzz.run.runner import (
     Deadline,
     HarnessError,
     TimeLimit,
+    eager_saved,
     in_phase,
     interrupted,
     ours,
@@ -163,6 +166,27 @@ def _right_one_precision_up(example: Example, thunder: _ThunderRuns, converter: 
             return ours(right_one_precision_up, thunder_run, net, x, cotangent, reference, training_of(example))
 
     return right
+
+
+def _memory(spec: NetSpec, eager_bytes: int, report: CompileReport, thunder: _ThunderRuns, converter: str):
+    """The memory contract (`fuzz.judge.memory`) of a network whose results match: its `MemoryFailure`, triaged
+    checkpoint-specific (the contract compares with the network without checkpoints), or None.
+
+    Only a network over the first test pays for thunderfx's run of the network without checkpoints (a second
+    compile); eager's runs are a forward each."""
+    if not spec.checkpoint_regions:
+        return None
+    plain = build_example(spec, checkpointing=False)
+    eager_plain = eager_saved(plain)
+    if not saves_too_much(report.saved_bytes, eager_bytes, eager_plain.largest):
+        return None
+    _, plain_report, plain_failure = thunder(plain, converter)
+    if plain_failure is not None:  # (the network without checkpoints fails: no measure to compare with)
+        return None
+    args = (report.saved_bytes, eager_bytes, plain_report.saved_bytes, eager_plain.bytes, eager_plain.largest)
+    if (message := memory_failure(*args)) is None:
+        return None
+    return with_triage(MemoryFailure(message), CheckpointSpecific("thunderfx without checkpoints saves as eager does"))
 
 
 def _triage(spec: NetSpec, example: Example, eager: tuple, reference: tuple | None, thunder: _ThunderRuns) -> Triage:
@@ -299,11 +323,14 @@ def check_spec(
         # still is: an input gradient of truth 0 (RMSNorm of width 1) is -6e-8 in one thunder run and 0 in the other.
         reference, baseline, probe = None, "thunderfx without checkpoints", None
 
+    eager_bytes = eager_saved(example).bytes
+
     def run(name: str) -> ThunderRun:
         result, report, failure = thunder(example, name)
         # Not under autocast: one precision up it would still compute in bfloat16 (or, in float64, not at all).
         up = None if reference is None or spec.autocast else _right_one_precision_up(example, thunder, name, reference)
-        return result, report, failure or judge(result, expected, reference, baseline, probe, up)
+        failure = failure or judge(result, expected, reference, baseline, probe, up)
+        return result, report, failure or _memory(spec, eager_bytes, report, thunder, name)
 
     result, report, failure = run("fixed" if converter == "both" else converter)
     random_triage = f"judged against {baseline}"  # a random network's own failure: it ran against its baseline
@@ -341,4 +368,7 @@ def check_spec(
     discrepancy = relative_error(result, reference if reference is not None else expected)
     eager_error = None if reference is None else relative_error(eager, reference)
     seconds = time.perf_counter() - start
-    return Outcome(spec, True, None, report, failure, seconds, comparison, discrepancy, thunder.reruns, eager_error)
+    saved = None if report is None else (report.saved_bytes, eager_bytes)
+    return Outcome(
+        spec, True, None, report, failure, seconds, comparison, discrepancy, thunder.reruns, eager_error, saved
+    )

@@ -89,6 +89,13 @@ class AccuracyGap(ParityFailure):
     ratio: float = 0.0
 
 
+class MemoryFailure(ParityFailure):
+    """The results match, but thunderfx's checkpointed network saves for backward much more than eager's, its
+    checkpoints freeing little of what eager's free (`fuzz.judge.memory`): a region no longer checkpointed."""
+
+    failure_class = "memory"
+
+
 class ThunderCrash(ParityFailure):
     """Thunderfx raised where eager ran; chained to thunder's own exception (see `of`)."""
 

@@ -52,6 +52,8 @@ class Outcome:
     discrepancy: float = 0.0
     timeout_reruns: int = 0  # thunderfx runs over the time limit that were run once more (see `_ThunderRuns`)
     eager_error: float | None = None  # the same measure for eager against the float64 reference (None: no reference)
+    # Bytes saved for backward by the first forward with checkpoints, (thunderfx, eager) (`fuzz.judge.memory`).
+    saved_bytes: tuple[int, int] | None = None
 
     @property
     def converters_disagree(self) -> bool | None:

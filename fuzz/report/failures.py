@@ -119,7 +119,7 @@ def blames(spec: NetSpec) -> str | None:
 
 # Failures whose repro.py a campaign runs to confirm them (exit 1): not a time-out's, which takes its whole time
 # limit to say "reproduced", nor a dead worker's, which crashes.
-CONFIRMABLE = ("forward-divergence", "gradient-divergence", "state-divergence", "accuracy", "thunder-crash")
+CONFIRMABLE = ("forward-divergence", "gradient-divergence", "state-divergence", "accuracy", "memory", "thunder-crash")
 
 
 def confirm(directory: Path, failure: ParityFailure, timeout_s: float) -> Confirmation:

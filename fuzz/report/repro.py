@@ -7,6 +7,7 @@ import inspect
 import re
 from collections.abc import Sequence
 
+import fuzz.judge.memory
 import fuzz.judge.parity
 import fuzz.run.passes
 from fuzz.fix import describe, meta_preserving
@@ -71,8 +72,9 @@ def found_with(converter: str) -> str:
 
 
 def oracle_source() -> str:
-    """`fuzz.run.passes` then `fuzz.judge.parity`, verbatim but for the latter's import of the former: the oracle
-    a repro.py carries."""
+    """`fuzz.run.passes`, `fuzz.judge.parity` and `fuzz.judge.memory`, verbatim but for parity's import of passes:
+    the oracle a repro.py carries."""
     rules = re.sub(r"^from fuzz\.run\.passes import \([^)]*\)\n", "", inspect.getsource(fuzz.judge.parity), flags=re.M)
     assert "from fuzz" not in rules, "fuzz.judge.parity may import nothing of ours but fuzz.run.passes"
-    return inspect.getsource(fuzz.run.passes) + "\n\n" + rules
+    memory = inspect.getsource(fuzz.judge.memory)
+    return inspect.getsource(fuzz.run.passes) + "\n\n" + rules + "\n\n" + memory

@@ -27,10 +27,18 @@ import torch  # noqa: E402
 
 from fuzz.fix import meta_preserving  # noqa: E402
 from fuzz.generate.spec import NetSpec  # noqa: E402
+from fuzz.judge.memory import memory_failure, saves_too_much  # noqa: E402
 from fuzz.judge.oracle import ExampleTimeout, ParityFailure  # noqa: E402
 from fuzz.judge.parity import compare, crash_signature, failure_class, right_one_precision_up  # noqa: E402
 from fuzz.model_builder import build_example  # noqa: E402
-from fuzz.run.passes import Training, float64_reference, forward_backward, fresh_input, nudged_runs  # noqa: E402
+from fuzz.run.passes import (  # noqa: E402
+    SavedForBackward,
+    Training,
+    float64_reference,
+    forward_backward,
+    fresh_input,
+    nudged_runs,
+)
 
 CONVERTER = "fixed"
 EXECUTORS: list[str] = []
@@ -107,10 +115,10 @@ def _verdict():
             plain, _, _ = make_example(checkpointing=False)
             expected = _limited(lambda: forward_backward(thunderfx(plain), plain, fresh_input(x), cotangent))
             reference, probe = None, None
-        thunder_net = copy.deepcopy(net)
-        result = _limited(
-            lambda: forward_backward(thunderfx(thunder_net), thunder_net, fresh_input(x), cotangent, training)
-        )
+        thunder_net, thunder_x = copy.deepcopy(net), fresh_input(x)
+        meter = SavedForBackward(thunder_net, thunder_x)
+        compiled = meter.measuring(thunderfx(thunder_net))
+        result = _limited(lambda: forward_backward(compiled, thunder_net, thunder_x, cotangent, training))
     except Exception as error:
         traceback.print_exc()
         return "thunder-crash", crash_signature(type(error).__name__, str(error))
@@ -125,7 +133,28 @@ def _verdict():
     forward, gradients = compare(result, expected, reference, probe)
     for line in forward + gradients:
         print(line)
-    return failure_class(forward, gradients, up) or "pass", ""
+    return failure_class(forward, gradients, up) or _memory_verdict(meter.bytes), ""
+
+
+def _memory_verdict(thunder_bytes):
+    """ "memory" where thunderfx's checkpointed network, saving ``thunder_bytes`` for backward, breaks the memory
+    contract beside eager's (each run here a forward of a fresh copy), else "pass"."""
+    from thunder.dynamo import thunderfx
+
+    def saved(compile_, checkpointing):
+        net, x, _ = make_example(checkpointing)
+        meter = SavedForBackward(net, x)
+        torch.manual_seed(0)
+        meter.measuring(compile_(net))(x)
+        return meter
+
+    eager, eager_plain = saved(lambda net: net, True), saved(lambda net: net, False)
+    if not saves_too_much(thunder_bytes, eager.bytes, eager_plain.largest):
+        return "pass"
+    thunder_plain = saved(thunderfx, False).bytes
+    message = memory_failure(thunder_bytes, eager.bytes, thunder_plain, eager_plain.bytes, eager_plain.largest)
+    print(message or f"thunderfx saves {thunder_bytes} B, eager {eager.bytes} B: the contract holds")
+    return "memory" if message else "pass"
 
 
 def _limited(thunderfx_run):

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fuzz.generate.coverage import traits
+from fuzz.generate.coverage import region_kind, traits
 
 if TYPE_CHECKING:  # (not at run time: the report and the command line import no torch)
     from fuzz.judge.outcome import Outcome
@@ -82,6 +83,9 @@ class CampaignStats:
     # "<dtype>\t<thunder|eager>\t<decade>" -> valid examples whose largest relative error vs the float64 reference
     # (`Outcome.discrepancy`, `Outcome.eager_error`) lies in [10**decade, 10**(decade+1)); the lowest decade holds 0
     error_decades: Counter = field(default_factory=Counter)
+    # region kind (`fuzz.generate.coverage.region_kind`) -> [thunderfx's, eager's bytes saved for backward] per valid
+    # example with checkpoints that thunder ran (`fuzz.judge.memory`)
+    saved_bytes: defaultdict[str, list] = field(default_factory=lambda: defaultdict(list))
     timeline: Counter = field(default_factory=Counter)  # epoch second (a multiple of 10) -> examples finished in it
     gpus: dict[str, str] = field(default_factory=dict)  # xdist worker -> the CUDA_VISIBLE_DEVICES it was pinned to
 
@@ -150,6 +154,8 @@ class CampaignStats:
                 for layer in spec.layers[ckpt.start : ckpt.stop]:
                     name = layer.params["op"] if "op" in layer.params else layer.kind
                     self.checkpoint_grid[f"{name}\t{ckpt.api}\t{spec.dtype}"][0 if outcome.compiled else 1] += 1
+        if outcome.saved_bytes is not None and (kind := region_kind(spec)):
+            self.saved_bytes[kind].append(list(outcome.saved_bytes))
         # Both against the float64 reference (a random network has none; a crash has no error to count).
         if outcome.eager_error is not None and (outcome.failure is None or outcome.discrepancy):
             self.error_decades[f"{spec.dtype}\tthunder\t{_decade(outcome.discrepancy)}"] += 1
@@ -207,6 +213,7 @@ class CampaignStats:
             "op_axis_coverage": dict(sorted(self.op_axis_coverage.items())),
             "checkpoint_grid": dict(sorted(self.checkpoint_grid.items())),
             "error_decades": dict(sorted(self.error_decades.items())),
+            "saved_bytes": dict(sorted(self.saved_bytes.items())),
             "timeline": dict(sorted(self.timeline.items())),
             "gpus": dict(sorted(self.gpus.items())),
         }
@@ -247,6 +254,7 @@ class CampaignStats:
             ),
             checkpoint_grid=defaultdict(lambda: [0, 0], data.get("checkpoint_grid", {})),
             error_decades=Counter(data.get("error_decades", {})),
+            saved_bytes=defaultdict(list, data.get("saved_bytes", {})),
             timeline=Counter(data.get("timeline", {})),
             gpus=dict(data.get("gpus", {})),
         )
@@ -280,6 +288,8 @@ class CampaignStats:
             for key, counts in theirs.items():
                 grid[key] = [a + b for a, b in zip(grid[key], counts, strict=True)]
         self.error_decades += other.error_decades
+        for kind, pairs in other.saved_bytes.items():
+            self.saved_bytes[kind] += pairs
         self.timeline += other.timeline
         for op, seconds in other.op_first_compiled_s.items():
             self.op_first_compiled_s[op] = min(seconds, self.op_first_compiled_s.get(op, seconds))
@@ -298,3 +308,13 @@ class CampaignStats:
             not self.first_failure or other.first_failure["after_s"] < self.first_failure["after_s"]
         ):
             self.first_failure = other.first_failure
+
+
+def saved_ratios(saved_bytes: dict[str, list]) -> dict[str, dict[str, Any]]:
+    """Per region kind, the ratio of thunderfx's to eager's bytes saved for backward (both with checkpoints; 1 where
+    both save nothing, inf where only eager does): how many examples, the median and the worst (`CampaignStats`)."""
+    ratios = {}
+    for kind, pairs in sorted(saved_bytes.items()):
+        values = sorted(t / e if e else (1.0 if not t else math.inf) for t, e in pairs)
+        ratios[kind] = {"examples": len(values), "median": statistics.median(values), "worst": values[-1]}
+    return ratios

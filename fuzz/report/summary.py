@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from fuzz.generate.coverage import NESTED
 from fuzz.report.op_family import op_family_lines
 from fuzz.report.run_folder import AB_RECORDS, RunFolder
+from fuzz.report.stats import saved_ratios
 
 if TYPE_CHECKING:
     from fuzz.report.stats import CampaignStats
@@ -227,6 +228,11 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             f"converter A/B: the fixed converter changed the verdict in {summary['converter_verdict_changes']} and "
             f"the verdict or any output/gradient value in {summary['converter_disagreements']} of "
             f"{summary['converter_comparisons']} examples (per example: {AB_RECORDS})"
+        )
+    for kind, ratio in saved_ratios(summary.get("saved_bytes", {})).items():
+        lines.append(
+            f"saved for backward, thunderfx / eager with checkpoints ({kind}): median {ratio['median']:.3g}, "
+            f"worst {ratio['worst']:.3g} over {ratio['examples']} examples"
         )
     if summary["timeout_reruns"]:
         lines.append(

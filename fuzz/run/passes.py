@@ -124,6 +124,49 @@ def _train(fn, net, x, cotangent, training):
     return output, results
 
 
+class SavedForBackward:
+    """What autograd saves for backward during the first call of ``fn`` (`measuring`): the distinct storages saved
+    (their bytes by address), other than ``net``'s parameters and buffers and the input's (a checkpoint saves its
+    region's inputs; what it recomputes, its own hooks hold, unseen here)."""
+
+    def __init__(self, net, x):
+        tensors = [*net.parameters(), *net.buffers(), x]
+        self._excluded = {t.untyped_storage().data_ptr() for t in tensors}
+        self.storages, self.measured = {}, False
+
+    @property
+    def bytes(self):
+        return sum(self.storages.values())
+
+    @property
+    def largest(self):
+        """The largest storage saved (0: none)."""
+        return max(self.storages.values(), default=0)
+
+    def _pack(self, t):
+        # (It runs inside thunder's forward, where an exception would be blamed on thunder: a tensor without a
+        # storage of its own, a wrapper subclass, is counted by its own size.)
+        try:
+            key, size = t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()
+        except (RuntimeError, NotImplementedError, TypeError):
+            key, size = id(t), t.numel() * t.element_size()
+        if key not in self._excluded:
+            self.storages[key] = size
+        return t
+
+    def measuring(self, fn):
+        """``fn``, measuring what its first call saves (later calls, a training run's later steps, run as they are)."""
+
+        def measured(x):
+            if self.measured:
+                return fn(x)
+            self.measured = True
+            with torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t):
+                return fn(x)
+
+        return measured
+
+
 def mutable_state(net, x, suffix):
     """Copies of what a run may mutate, keyed "<name><suffix>": a float input and every buffer (as float64
     when it is an integer count)."""

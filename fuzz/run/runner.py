@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from fuzz.model_builder import Example
-from fuzz.run.passes import Training, float64_reference, forward_backward, fresh_input
+from fuzz.run.passes import SavedForBackward, Training, float64_reference, forward_backward, fresh_input
 
 _CHECKPOINT_OP = torch.ops.higher_order.tag_activation_checkpoint
 # linecache entries of the source thunder generates for traces and torch.fx for graph modules.
@@ -53,6 +53,7 @@ class CompileReport:
     fallback_checkpoints: int = 0
     fallback_submodules: int = 0
     split_reasons: list[str] = field(default_factory=list)
+    saved_bytes: int = 0  # what the first forward saved for backward (`fuzz.run.passes.SavedForBackward`)
 
     def compiled_everything(self, expected_checkpoints: int) -> bool:
         """Thunder compiled every graph and all ``expected_checkpoints`` checkpointed regions."""
@@ -123,6 +124,16 @@ def run_eager(example: Example) -> tuple:
         return forward_backward(net, net, x, example.cotangent, training_of(example))
 
 
+def eager_saved(example: Example) -> SavedForBackward:
+    """What eager's forward of a copy of the example saves for backward."""
+    with in_phase("eager"):
+        net, x = _fresh_copy(example)
+        meter = SavedForBackward(net, x)
+        torch.manual_seed(0)
+        meter.measuring(net)(x)
+        return meter
+
+
 def run_reference(example: Example) -> tuple | None:
     """``(output, grads)`` of eager in float64 for a lower-precision example; None for a float64 one."""
     if example.cotangent.dtype == torch.float64:
@@ -148,9 +159,11 @@ def run_thunderfx(example: Example) -> tuple[tuple, CompileReport]:
     with in_phase(THUNDER_PHASE):
         try:
             net, x = _fresh_copy(example)
-            compiled = thunderfx(net)
-            result = forward_backward(compiled, net, x, example.cotangent, ours(training_of, example))
-            return result, ours(_compile_report, compiled._backend)
+            compiled, meter = thunderfx(net), SavedForBackward(net, x)
+            result = forward_backward(meter.measuring(compiled), net, x, example.cotangent, ours(training_of, example))
+            report = ours(_compile_report, compiled._backend)
+            report.saved_bytes = meter.bytes
+            return result, report
         finally:
             ours(forget_compilations)
 

@@ -267,6 +267,49 @@ def _train(fn, net, x, cotangent, training):
     return output, results
 
 
+class SavedForBackward:
+    """What autograd saves for backward during the first call of ``fn`` (`measuring`): the distinct storages saved
+    (their bytes by address), other than ``net``'s parameters and buffers and the input's (a checkpoint saves its
+    region's inputs; what it recomputes, its own hooks hold, unseen here)."""
+
+    def __init__(self, net, x):
+        tensors = [*net.parameters(), *net.buffers(), x]
+        self._excluded = {t.untyped_storage().data_ptr() for t in tensors}
+        self.storages, self.measured = {}, False
+
+    @property
+    def bytes(self):
+        return sum(self.storages.values())
+
+    @property
+    def largest(self):
+        """The largest storage saved (0: none)."""
+        return max(self.storages.values(), default=0)
+
+    def _pack(self, t):
+        # (It runs inside thunder's forward, where an exception would be blamed on thunder: a tensor without a
+        # storage of its own, a wrapper subclass, is counted by its own size.)
+        try:
+            key, size = t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()
+        except (RuntimeError, NotImplementedError, TypeError):
+            key, size = id(t), t.numel() * t.element_size()
+        if key not in self._excluded:
+            self.storages[key] = size
+        return t
+
+    def measuring(self, fn):
+        """``fn``, measuring what its first call saves (later calls, a training run's later steps, run as they are)."""
+
+        def measured(x):
+            if self.measured:
+                return fn(x)
+            self.measured = True
+            with torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t):
+                return fn(x)
+
+        return measured
+
+
 def mutable_state(net, x, suffix):
     """Copies of what a run may mutate, keyed "<name><suffix>": a float input and every buffer (as float64
     when it is an integer count)."""
@@ -753,6 +796,50 @@ def accuracy_ratio(mismatches):
     return max((m.error / m.eager_error if m.eager_error else float("inf")) for m in mismatches)
 
 
+"""The memory contract of checkpointing: thunderfx's checkpointed network must not save for backward much more than
+eager's, where its checkpoints free less than eager's do (docs/oracle.md, "Memory contract").
+
+Shared by the harness and every repro.py: this module's source is copied verbatim into each repro (after
+`fuzz.judge.parity`'s). It must import nothing.
+"""
+
+# A failure saves more than MEMORY_RATIO x what eager's checkpointed network saves, and more than the floor beyond it.
+# The floor is 64 KiB (the issue's figure for networks of real sizes) or, in the campaign's small networks, the
+# largest single tensor eager saves without checkpoints, whichever is smaller: thunder may legitimately keep one more
+# activation than eager (measured: a checkpoint of two Linear+tanh of width 16, thunder keeps the region's input and
+# one more (4, 16) tensor, 512 B where eager keeps 256 B).
+MEMORY_RATIO = 1.5
+MEMORY_FLOOR_BYTES = 64 * 1024
+# ... and its checkpoints free less than this share of what eager's free (bytes saved without minus with checkpoints):
+# a region that stopped being checkpointed frees nothing; thunder saving more than eager everywhere (float32 copies
+# of float16 activations outside the regions) is not the checkpoints' doing.
+MEMORY_FREED_SHARE = 0.5
+
+
+def saves_too_much(thunder_bytes, eager_bytes, largest_activation):
+    """Whether a checkpointed network under thunderfx saves more than the contract allows beside eager's: the first
+    test, which needs no run without checkpoints."""
+    floor = min(MEMORY_FLOOR_BYTES, largest_activation)
+    return thunder_bytes > MEMORY_RATIO * eager_bytes and thunder_bytes - eager_bytes > floor
+
+
+def memory_failure(thunder, eager, thunder_plain, eager_plain, largest_activation):
+    """The memory failure in words (None: the contract holds), from the bytes thunderfx and eager save for backward
+    with checkpoints (``thunder``, ``eager``) and without (``thunder_plain``, ``eager_plain``)."""
+    if not saves_too_much(thunder, eager, largest_activation):
+        return None
+    freed, eager_freed = thunder_plain - thunder, eager_plain - eager
+    if freed >= MEMORY_FREED_SHARE * eager_freed:
+        return None
+    return (
+        "thunderfx's checkpoints free less than half of what eager's free, and its checkpointed network saves more "
+        f"than {MEMORY_RATIO:g}x eager's for backward\n"
+        f"thunderfx's checkpointed network saves {thunder} B for backward where eager's saves {eager} B "
+        f"({thunder / eager if eager else float('inf'):.3g}x); its checkpoints free {freed} B where eager's free "
+        f"{eager_freed} B (without checkpoints thunderfx saves {thunder_plain} B, eager {eager_plain} B)"
+    )
+
+
 
 def meta_preserving(stock: Converter) -> Converter:
     """Thunder's converter ``stock`` with the fix: every node it replaces passes its ``meta`` to the replacement.
@@ -811,10 +898,10 @@ def _verdict():
             plain, _, _ = make_example(checkpointing=False)
             expected = _limited(lambda: forward_backward(thunderfx(plain), plain, fresh_input(x), cotangent))
             reference, probe = None, None
-        thunder_net = copy.deepcopy(net)
-        result = _limited(
-            lambda: forward_backward(thunderfx(thunder_net), thunder_net, fresh_input(x), cotangent, training)
-        )
+        thunder_net, thunder_x = copy.deepcopy(net), fresh_input(x)
+        meter = SavedForBackward(thunder_net, thunder_x)
+        compiled = meter.measuring(thunderfx(thunder_net))
+        result = _limited(lambda: forward_backward(compiled, thunder_net, thunder_x, cotangent, training))
     except Exception as error:
         traceback.print_exc()
         return "thunder-crash", crash_signature(type(error).__name__, str(error))
@@ -829,7 +916,28 @@ def _verdict():
     forward, gradients = compare(result, expected, reference, probe)
     for line in forward + gradients:
         print(line)
-    return failure_class(forward, gradients, up) or "pass", ""
+    return failure_class(forward, gradients, up) or _memory_verdict(meter.bytes), ""
+
+
+def _memory_verdict(thunder_bytes):
+    """ "memory" where thunderfx's checkpointed network, saving ``thunder_bytes`` for backward, breaks the memory
+    contract beside eager's (each run here a forward of a fresh copy), else "pass"."""
+    from thunder.dynamo import thunderfx
+
+    def saved(compile_, checkpointing):
+        net, x, _ = make_example(checkpointing)
+        meter = SavedForBackward(net, x)
+        torch.manual_seed(0)
+        meter.measuring(compile_(net))(x)
+        return meter
+
+    eager, eager_plain = saved(lambda net: net, True), saved(lambda net: net, False)
+    if not saves_too_much(thunder_bytes, eager.bytes, eager_plain.largest):
+        return "pass"
+    thunder_plain = saved(thunderfx, False).bytes
+    message = memory_failure(thunder_bytes, eager.bytes, thunder_plain, eager_plain.bytes, eager_plain.largest)
+    print(message or f"thunderfx saves {thunder_bytes} B, eager {eager.bytes} B: the contract holds")
+    return "memory" if message else "pass"
 
 
 def _limited(thunderfx_run):

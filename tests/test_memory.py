@@ -1,0 +1,124 @@
+"""The memory contract of checkpointing (fuzz.judge.memory): what a forward saves for backward is measured under eager
+and thunderfx alike; a fault in thunder that silently stops checkpointing a region (same values, same gradients) is a
+`memory` failure, checkpoint-specific, that its repro.py reproduces standalone and a real campaign finds and shrinks."""
+
+import json
+import time
+
+import pytest
+import torch
+from torch.utils.checkpoint import checkpoint
+
+from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
+from fuzz.judge.harness import check_spec
+from fuzz.judge.memory import memory_failure
+from fuzz.report.repro import repro_source
+from fuzz.report.stats import saved_ratios
+from fuzz.run.passes import SavedForBackward
+from tests.campaign_runs import run_campaign, run_repro
+from tests.faults import injected
+
+DROPPED = "checkpoints-dropped"
+
+
+def _net(**fields) -> NetSpec:
+    layers = [
+        LayerSpec("linear", {"out_features": 16, "bias": True}),
+        LayerSpec("tanh"),
+        LayerSpec("linear", {"out_features": 16, "bias": True}),
+        LayerSpec("tanh"),
+    ]
+    return NetSpec(features=16, layers=layers, checkpoints=[CheckpointSpec(0, 4)], batch=4, **fields)
+
+
+class _Three(torch.nn.Module):
+    def __init__(self, checkpointing: bool):
+        super().__init__()
+        self.layers, self.checkpointing = (
+            torch.nn.Sequential(*(torch.nn.Linear(64, 64) for _ in range(3))),
+            checkpointing,
+        )
+
+    def forward(self, x):
+        x = x * 2  # a region input that is not the network's input
+        return checkpoint(self.layers, x, use_reentrant=False) if self.checkpointing else self.layers(x)
+
+
+@pytest.mark.parametrize(("checkpointing", "expected"), [(True, 8 * 64 * 4), (False, 3 * 8 * 64 * 4)])
+def test_the_meter_counts_what_a_forward_saves_beside_the_parameters_and_the_input(checkpointing, expected):
+    net, x = _Three(checkpointing), torch.randn(8, 64, requires_grad=True)
+    meter = SavedForBackward(net, x)
+    meter.measuring(net)(x).sum().backward()
+    assert meter.bytes == expected, meter.storages  # the checkpoint keeps its input only; the weights are not counted
+    net(x).sum().backward()  # a later call is not measured
+    assert meter.bytes == expected
+
+
+@pytest.mark.parametrize(
+    ("numbers", "fails"),
+    [
+        ((512, 256, 768, 768, 256), False),  # thunder keeps one more activation than eager: its choice
+        ((768, 256, 768, 768, 256), True),  # its checkpoint frees nothing of eager's 512 B
+        ((1232, 88, 1232, 88, 88), False),  # eager's checkpoint frees nothing either: no promise to break
+        ((4572, 2316, 4572, 4556, 2240), True),
+        ((4500, 2316, 4572, 4556, 2240), False),  # 2184 B beyond eager's: within one activation (2240 B)
+    ],
+)
+def test_the_contract_fails_only_where_thunder_s_checkpoints_free_little_of_what_eager_s_free(numbers, fails):
+    assert (memory_failure(*numbers) is not None) is fails
+
+
+def test_a_region_no_longer_checkpointed_is_a_checkpoint_specific_memory_failure():
+    spec = _net()
+    outcome = check_spec(spec)
+    assert outcome.failure is None and outcome.saved_bytes is not None, outcome.failure
+    with injected(DROPPED):
+        outcome = check_spec(spec)
+    failure = outcome.failure
+    assert failure is not None and failure.failure_class == "memory", failure
+    assert failure.triage == "checkpoint-specific"
+    thunder, eager = outcome.saved_bytes
+    assert thunder > 1.5 * eager, outcome.saved_bytes
+
+
+def test_the_summary_s_ratio_by_region_kind():
+    ratios = saved_ratios({"checkpoint": [[256, 256], [512, 256], [0, 0]], "sequential": [[8, 0]]})
+    assert ratios["checkpoint"] == {"examples": 3, "median": 1.0, "worst": 2.0}
+    assert ratios["sequential"]["worst"] == float("inf")
+
+
+def test_a_memory_failure_s_repro_reproduces_it_standalone_and_passes_without_the_fault(tmp_path):
+    spec = _net()
+    with injected(DROPPED):
+        failure = check_spec(spec).failure
+    repro = tmp_path / "repro.py"
+    repro.write_text(repro_source(spec, failure, "fixed"))
+    faulty, stock = run_repro(repro, DROPPED), run_repro(repro, None)
+    assert faulty.returncode == 1, faulty.stdout[-2000:] + faulty.stderr[-2000:]
+    assert "its checkpoints free 0 B" in faulty.stdout, faulty.stdout[-2000:]
+    assert stock.returncode == 0, stock.stdout[-2000:] + stock.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_region_no_longer_checkpointed_is_found_and_shrunk(tmp_path):
+    started = time.monotonic()
+    run = run_campaign(
+        tmp_path, "--hypothesis-profile", "dev", "--fuzz-minutes", "4", "-k", "test_ckpt_grad_parity", fault=DROPPED
+    )
+    wall = time.monotonic() - started
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    folder = tmp_path / "artifacts" / "latest"
+    summary = json.loads((folder / "summary.json").read_text())
+    memory = [f for f in summary["failures"] if f["class"] == "memory"]
+    assert memory, summary["failures"]
+    failure = min(memory, key=lambda f: f["shrunk_after_s"])
+    spec = NetSpec.from_json((folder / failure["id"] / "spec.json").read_text())
+    print(
+        f"{DROPPED}: found after {summary['first_failure']['after_s']} s, shrunk after {failure['shrunk_after_s']} s "
+        f"(campaign {wall:.0f} s) to {spec.to_json()}"
+    )
+    assert failure["triage"] == "checkpoint-specific"
+    assert len(spec.checkpoints) == 1 and len(spec.layers) <= 3, spec.to_json()
+    assert "REPRODUCED" in (folder / failure["id"] / "confirmation.txt").read_text()
+    assert failure["shrunk_after_s"] < 300
+    assert any("saved for backward" in line for line in run.stdout.splitlines()), run.stdout[-3000:]
