@@ -22,13 +22,8 @@ DROPPED = "checkpoints-dropped"
 
 
 def _net(**fields) -> NetSpec:
-    layers = [
-        LayerSpec("linear", {"out_features": 16, "bias": True}),
-        LayerSpec("tanh"),
-        LayerSpec("linear", {"out_features": 16, "bias": True}),
-        LayerSpec("tanh"),
-    ]
-    return NetSpec(features=16, layers=layers, checkpoints=[CheckpointSpec(0, 4)], batch=4, **fields)
+    layers = [LayerSpec("linear", {"out_features": 16, "bias": True}), LayerSpec("tanh")] * 3
+    return NetSpec(features=16, layers=layers, checkpoints=[CheckpointSpec(0, 6)], batch=4, **fields)
 
 
 class _Three(torch.nn.Module):
