@@ -126,8 +126,8 @@ def _train(fn, net, x, cotangent, training):
 
 class SavedForBackward:
     """What autograd saves for backward during the first call of ``fn`` (`measuring`): the distinct storages saved
-    (their bytes by address), other than ``net``'s parameters and buffers, the input's and the output's (a checkpoint saves its
-    region's inputs; what it recomputes, its own hooks hold, unseen here)."""
+    (their bytes by address), other than ``net``'s parameters and buffers, the input's and the output's (a checkpoint
+    saves its region's inputs; what it recomputes, its own hooks hold, unseen here)."""
 
     def __init__(self, net, x):
         tensors = [*net.parameters(), *net.buffers(), x]

@@ -260,8 +260,8 @@ def _train(fn, net, x, cotangent, training):
 
 class SavedForBackward:
     """What autograd saves for backward during the first call of ``fn`` (`measuring`): the distinct storages saved
-    (their bytes by address), other than ``net``'s parameters and buffers and the input's (a checkpoint saves its
-    region's inputs; what it recomputes, its own hooks hold, unseen here)."""
+    (their bytes by address), other than ``net``'s parameters and buffers, the input's and the output's (a checkpoint
+    saves its region's inputs; what it recomputes, its own hooks hold, unseen here)."""
 
     def __init__(self, net, x):
         tensors = [*net.parameters(), *net.buffers(), x]
@@ -296,7 +296,10 @@ class SavedForBackward:
                 return fn(x)
             self.measured = True
             with torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t):
-                return fn(x)
+                output = fn(x)
+            # The output is alive for backward anyway (thunder saves a region's last output where eager recomputes it).
+            self.storages.pop(output.untyped_storage().data_ptr(), None)
+            return output
 
         return measured
 
