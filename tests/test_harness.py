@@ -14,6 +14,7 @@ from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.judge.harness import check_spec
 from fuzz.judge.oracle import ExampleTimeout, GradientDivergence, ThunderCrash
 from fuzz.judge.outcome import ConverterComparison
+from fuzz.registry.known_issues import known_issues_for
 from fuzz.report.failures import failure_id
 from tests.faults import busy, injected, replaced
 
@@ -208,3 +209,16 @@ def test_nothing_of_an_example_outlives_it():
         outcome = check_spec(spec, converter="both")
         assert outcome.valid and outcome.failure is None
         assert not [o for o in _live_networks_and_compilers() if id(o) not in before], spec
+
+
+def test_a_failure_whose_network_without_checkpoints_fails_otherwise_is_undetermined_and_still_its_known_issue():
+    # Two registered bugs in one network: buffer-update-in-checkpoint-lost's crash with the checkpoint, and
+    # narrow-then-inplace-crash's (another exception) without it. Called thunder-general, the first was reported new.
+    layers = [LayerSpec("narrow_swap", {"offset": 0}), LayerSpec("buffer_update")]
+    spec = NetSpec(features=2, layers=layers, checkpoints=[CheckpointSpec(1, 2)], batch=1)
+    failure = check_spec(spec).failure
+    assert isinstance(failure, ThunderCrash) and "UnboundLocalError" in str(failure), failure
+    assert failure.triage == "undetermined", failure.__cause__
+    assert "without checkpoints fails otherwise: thunder-crash: thunderfx raised RuntimeError" in str(failure.__cause__)
+    known = [issue.id for issue in known_issues_for(spec) if issue.reproduced_by(failure, spec)]
+    assert known == ["buffer-update-in-checkpoint-lost"], known

@@ -26,6 +26,7 @@ from fuzz.judge.oracle import (
     ThunderCrash,
     ThunderGeneral,
     Triage,
+    Undetermined,
     judge,
     with_triage,
 )
@@ -189,9 +190,17 @@ def _memory(spec: NetSpec, eager_bytes: int, report: CompileReport, thunder: _Th
     return with_triage(MemoryFailure(message), CheckpointSpecific("thunderfx without checkpoints saves as eager does"))
 
 
-def _triage(spec: NetSpec, example: Example, eager: tuple, reference: tuple | None, thunder: _ThunderRuns) -> Triage:
-    """Whether a failure of ``spec`` (built as ``example``) needs its checkpoints: run eager and thunderfx on its
+def _triage(
+    spec: NetSpec,
+    example: Example,
+    eager: tuple,
+    reference: tuple | None,
+    thunder: _ThunderRuns,
+    failure: ParityFailure,
+) -> Triage:
+    """Whether ``failure`` of ``spec`` (built as ``example``) needs its checkpoints: run eager and thunderfx on its
     ``PlainNet`` (training from the same starts: eager's checkpoint recomputation updates BatchNorm's statistics twice).
+    Thunder-general only where that fails the same way (`_failure_kind`); another failure there leaves it undetermined.
 
     Only failures pay for this (a second compile), shrinking steps that fail included.
     """
@@ -203,10 +212,19 @@ def _triage(spec: NetSpec, example: Example, eager: tuple, reference: tuple | No
     eager_plain = run_eager(plain)
     if (difference := judge(eager_plain, eager)) is not None:
         return EagerInconsistent(f"eager with vs without checkpoints: {difference}")
-    result, _, failure = thunder(plain, "stock")
-    if (failure := failure or judge(result, eager_plain, reference, probe=_probe(plain))) is not None:
-        return ThunderGeneral(f"thunderfx without checkpoints fails too: {failure.failure_class}")
-    return CheckpointSpecific("thunderfx of the same network without checkpoints matches eager")
+    result, _, plain_failure = thunder(plain, "stock")
+    if (plain_failure := plain_failure or judge(result, eager_plain, reference, probe=_probe(plain))) is None:
+        return CheckpointSpecific("thunderfx of the same network without checkpoints matches eager")
+    if _failure_kind(plain_failure) == _failure_kind(failure):
+        return ThunderGeneral(f"thunderfx without checkpoints fails too: {plain_failure.failure_class}")
+    first_line = str(plain_failure).splitlines()[0] if str(plain_failure) else ""
+    return Undetermined(f"thunderfx without checkpoints fails otherwise: {plain_failure.failure_class}: {first_line}")
+
+
+def _failure_kind(failure: ParityFailure) -> str:
+    """What two failures must share to be taken for one bug by the triage: the class, and a crash's exception type."""
+    crash = failure.crash_signature.partition(":")[0] if isinstance(failure, ThunderCrash) else ""
+    return f"{failure.failure_class} {crash}"
 
 
 def _without_randomness(
@@ -357,7 +375,11 @@ def check_spec(
             random_triage += f"; {deterministic}"
     if failure is not None and not isinstance(failure, ExampleTimeout) and not isinstance(failure.__cause__, Triage):
         # A random network's own failure is against thunderfx without checkpoints, which ran: checkpoint-specific.
-        triage = CheckpointSpecific(random_triage) if spec.random else _triage(spec, example, eager, reference, thunder)
+        triage = (
+            CheckpointSpecific(random_triage)
+            if spec.random
+            else _triage(spec, example, eager, reference, thunder, failure)
+        )
         failure = with_triage(failure, triage)
     comparison = None
     if converter == "both":

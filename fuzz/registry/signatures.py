@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.generate.spec import NetSpec
-from fuzz.judge.oracle import ParityFailure, ThunderCrash
+from fuzz.judge.oracle import ParityFailure, ThunderCrash, Undetermined
 from fuzz.run.passes import AFTER_TRAINING, AT_STEP
 
 if sys.version_info >= (3, 11):
@@ -174,7 +174,9 @@ def resemblance(entry: dict[str, Any], seen: Observation) -> str | None:
 
 
 def _difference(signature: dict[str, Any], seen: Observation) -> str | None:
-    if (signature["class"], signature["triage"]) != (seen.failure_class, seen.triage):
+    # An undetermined triage (another bug without checkpoints masks it, `Undetermined`) is either triage.
+    triage = signature["triage"] if seen.triage == Undetermined.label else seen.triage
+    if (signature["class"], signature["triage"]) != (seen.failure_class, triage):
         return f"another class or triage ({seen.failure_class}, {seen.triage})"
     if _rank_free(signature["crash"]) != _rank_free(seen.crash):
         return f"another crash ({seen.crash})"
