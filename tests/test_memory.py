@@ -55,8 +55,10 @@ def test_the_meter_counts_what_a_forward_saves_beside_the_parameters_and_the_inp
         ((512, 256, 768, 768, 256), False),  # thunder keeps one more activation than eager: its choice
         ((768, 256, 768, 768, 256), True),  # its checkpoint frees nothing of eager's 512 B
         ((1232, 88, 1232, 88, 88), False),  # eager's checkpoint frees nothing either: no promise to break
-        ((4572, 2316, 4572, 4556, 2240), True),
-        ((4500, 2316, 4572, 4556, 2240), False),  # 2184 B beyond eager's: within one activation (2240 B)
+        ((4572, 2316, 4572, 4556, 1120), True),
+        ((4572, 2316, 4572, 4556, 2240), False),  # eager's checkpoints free one activation (2240 B): no more
+        ((3400, 2316, 4572, 4556, 1120), False),  # 1084 B beyond eager's: within one activation (1120 B)
+        ((4, 0, 1, 0, 1), False),  # a keyword tensor input of a region, which eager's checkpoint holds unseen
     ],
 )
 def test_the_contract_fails_only_where_thunder_s_checkpoints_free_little_of_what_eager_s_free(numbers, fails):

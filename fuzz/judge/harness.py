@@ -179,7 +179,7 @@ def _memory(spec: NetSpec, eager_bytes: int, report: CompileReport, thunder: _Th
         return None
     plain = build_example(spec, checkpointing=False)
     eager_plain = eager_saved(plain)
-    if not saves_too_much(report.saved_bytes, eager_bytes, eager_plain.largest):
+    if not saves_too_much(report.saved_bytes, eager_bytes, eager_plain.bytes, eager_plain.largest):
         return None
     _, plain_report, plain_failure = thunder(plain, converter)
     if plain_failure is not None:  # (the network without checkpoints fails: no measure to compare with)

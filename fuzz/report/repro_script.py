@@ -149,7 +149,7 @@ def _memory_verdict(thunder_bytes):
         return meter
 
     eager, eager_plain = saved(lambda net: net, True), saved(lambda net: net, False)
-    if not saves_too_much(thunder_bytes, eager.bytes, eager_plain.largest):
+    if not saves_too_much(thunder_bytes, eager.bytes, eager_plain.bytes, eager_plain.largest):
         return "pass"
     thunder_plain = saved(thunderfx, False).bytes
     message = memory_failure(thunder_bytes, eager.bytes, thunder_plain, eager_plain.bytes, eager_plain.largest)
