@@ -26,14 +26,14 @@ def _model_traits(spec: NetSpec) -> list[str]:
 
 
 def region_kind(spec: NetSpec) -> str:
-    """The kind of ``spec``'s checkpointed regions, in words: each distinct API with its flags ("checkpoint
-    selective"), joined with " + "; a model's "gradient_checkpointing_enable"; "" without checkpoints."""
+    """The kind of ``spec``'s checkpointed regions: their API, with "selective" for a selective policy (it saves matmul
+    outputs) and "nested" for a checkpoint inside another; "mixed" for several kinds; a model's
+    "gradient_checkpointing_enable"; "" without checkpoints."""
     if spec.model is not None:
         return "gradient_checkpointing_enable" if spec.model.checkpointing else ""
-    kinds = {
-        " ".join([ckpt.api, *(flag for flag in _CHECKPOINT_FLAGS if getattr(ckpt, flag))]) for ckpt in spec.checkpoints
-    }
-    return " + ".join(sorted(kinds))
+    flags = ("selective", "nested")
+    kinds = {" ".join([ckpt.api, *(flag for flag in flags if getattr(ckpt, flag))]) for ckpt in spec.checkpoints}
+    return kinds.pop() if len(kinds) == 1 else "mixed" if kinds else ""
 
 
 def traits(spec: NetSpec) -> list[str]:
