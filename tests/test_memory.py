@@ -2,8 +2,10 @@
 and thunderfx alike; a fault in thunder that silently stops checkpointing a region (same values, same gradients) is a
 `memory` failure, checkpoint-specific, that its repro.py reproduces standalone and a real campaign finds and shrinks."""
 
+import gc
 import json
 import time
+import weakref
 
 import pytest
 import torch
@@ -119,3 +121,14 @@ def test_a_region_no_longer_checkpointed_is_found_and_shrunk(tmp_path):
     assert "REPRODUCED" in (folder / failure["id"] / "confirmation.txt").read_text()
     assert failure["shrunk_after_s"] < 300
     assert any("saved for backward" in line for line in run.stdout.splitlines()), run.stdout[-3000:]
+
+
+def test_a_measured_forward_without_backward_leaves_nothing_alive():
+    # A pack hook that keeps the tensor itself closes a loop output -> grad_fn -> saved output (tanh saves its
+    # output) that Python's collector cannot see: the parameters behind it stayed alive after every eager measure.
+    net, x = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh()), torch.randn(2, 4)
+    parameter = weakref.ref(net[0].weight)
+    output = SavedForBackward(net, x).measuring(net)(x)
+    del net, output
+    gc.collect()
+    assert parameter() is None

@@ -169,11 +169,13 @@ def _right_one_precision_up(example: Example, thunder: _ThunderRuns, converter: 
     return right
 
 
-def _memory(spec: NetSpec, eager_bytes: int, report: CompileReport, thunder: _ThunderRuns, converter: str):
+def _memory(
+    spec: NetSpec, example: Example, eager_bytes: int, report: CompileReport, thunder: _ThunderRuns, converter: str
+) -> ParityFailure | None:
     """The memory contract (`fuzz.judge.memory`) of a network whose results match: its `MemoryFailure`, triaged
-    checkpoint-specific (the contract compares with the network without checkpoints), or None.
+    checkpoint-specific (the contract compares each side with and without checkpoints), or None.
 
-    Only a network over the first test pays for thunderfx's run of the network without checkpoints (a second
+    Only a network over `saves_too_much` pays for thunderfx's run of the network without checkpoints (a second
     compile); eager's runs are a forward each."""
     if not spec.checkpoint_regions:
         return None
@@ -181,13 +183,16 @@ def _memory(spec: NetSpec, eager_bytes: int, report: CompileReport, thunder: _Th
     eager_plain = eager_saved(plain)
     if not saves_too_much(report.saved_bytes, eager_bytes, eager_plain.bytes, eager_plain.largest):
         return None
+    if plain.training is not None:
+        plain.training.starts = training_of(example).starts
     _, plain_report, plain_failure = thunder(plain, converter)
     if plain_failure is not None:  # (the network without checkpoints fails: no measure to compare with)
         return None
     args = (report.saved_bytes, eager_bytes, plain_report.saved_bytes, eager_plain.bytes, eager_plain.largest)
     if (message := memory_failure(*args)) is None:
         return None
-    return with_triage(MemoryFailure(message), CheckpointSpecific("thunderfx without checkpoints saves as eager does"))
+    triage = CheckpointSpecific("the contract compares thunderfx's and eager's networks with and without checkpoints")
+    return with_triage(MemoryFailure(message), triage)
 
 
 def _triage(
@@ -222,9 +227,8 @@ def _triage(
 
 
 def _failure_kind(failure: ParityFailure) -> str:
-    """What two failures must share to be taken for one bug by the triage: the class, and a crash's exception type."""
-    crash = failure.crash_signature.partition(":")[0] if isinstance(failure, ThunderCrash) else ""
-    return f"{failure.failure_class} {crash}"
+    """What two failures must share to be taken for one bug by the triage: the class, and a crash's signature."""
+    return f"{failure.failure_class} {failure.crash_signature if isinstance(failure, ThunderCrash) else ''}"
 
 
 def _without_randomness(
@@ -239,7 +243,8 @@ def _without_randomness(
     if twin is None:
         return "it has no layers but random ones"
     outcome = check_spec(twin, converter=converter, timeout_s=timeout_s, rerun_timeouts=rerun_timeouts)
-    if outcome.failure is None or isinstance(outcome.failure, ExampleTimeout):  # (a time-out: no verdict)
+    # (A time-out: no verdict. A memory failure: the question is whether the values differ without random layers.)
+    if outcome.failure is None or isinstance(outcome.failure, (ExampleTimeout, MemoryFailure)):
         return "without its random layers it passes" if outcome.valid else "without its random layers it is not valid"
     if isinstance(triage := outcome.failure.__cause__, Triage):
         triage.args = (f"in the network without its random layers: {triage}",)
@@ -341,14 +346,14 @@ def check_spec(
         # still is: an input gradient of truth 0 (RMSNorm of width 1) is -6e-8 in one thunder run and 0 in the other.
         reference, baseline, probe = None, "thunderfx without checkpoints", None
 
-    eager_bytes = eager_saved(example).bytes
+    eager_bytes = eager_saved(example).bytes if spec.checkpoint_regions else 0
 
     def run(name: str) -> ThunderRun:
         result, report, failure = thunder(example, name)
         # Not under autocast: one precision up it would still compute in bfloat16 (or, in float64, not at all).
         up = None if reference is None or spec.autocast else _right_one_precision_up(example, thunder, name, reference)
         failure = failure or judge(result, expected, reference, baseline, probe, up)
-        return result, report, failure or _memory(spec, eager_bytes, report, thunder, name)
+        return result, report, failure or _memory(spec, example, eager_bytes, report, thunder, name)
 
     result, report, failure = run("fixed" if converter == "both" else converter)
     random_triage = f"judged against {baseline}"  # a random network's own failure: it ran against its baseline
@@ -390,7 +395,7 @@ def check_spec(
     discrepancy = relative_error(result, reference if reference is not None else expected)
     eager_error = None if reference is None else relative_error(eager, reference)
     seconds = time.perf_counter() - start
-    saved = None if report is None else (report.saved_bytes, eager_bytes)
+    saved = None if report is None or not spec.checkpoint_regions else (report.saved_bytes, eager_bytes)
     return Outcome(
         spec, True, None, report, failure, seconds, comparison, discrepancy, thunder.reruns, eager_error, saved
     )

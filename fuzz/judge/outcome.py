@@ -52,7 +52,8 @@ class Outcome:
     discrepancy: float = 0.0
     timeout_reruns: int = 0  # thunderfx runs over the time limit that were run once more (see `_ThunderRuns`)
     eager_error: float | None = None  # the same measure for eager against the float64 reference (None: no reference)
-    # Bytes saved for backward by the first forward with checkpoints, (thunderfx, eager) (`fuzz.judge.memory`).
+    # Bytes saved for backward by the first forward, (thunderfx, eager), of a network with checkpoints that thunder ran
+    # (`fuzz.judge.memory`); None otherwise.
     saved_bytes: tuple[int, int] | None = None
 
     @property

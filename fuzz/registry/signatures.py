@@ -174,9 +174,10 @@ def resemblance(entry: dict[str, Any], seen: Observation) -> str | None:
 
 
 def _difference(signature: dict[str, Any], seen: Observation) -> str | None:
-    # An undetermined triage (another bug without checkpoints masks it, `Undetermined`) is either triage.
-    triage = signature["triage"] if seen.triage == Undetermined.label else seen.triage
-    if (signature["class"], signature["triage"]) != (seen.failure_class, triage):
+    # An undetermined triage (another bug without checkpoints masks it, `Undetermined`), observed or recorded, is
+    # either triage.
+    undetermined = Undetermined.label in (seen.triage, signature["triage"])
+    if signature["class"] != seen.failure_class or (signature["triage"] != seen.triage and not undetermined):
         return f"another class or triage ({seen.failure_class}, {seen.triage})"
     if _rank_free(signature["crash"]) != _rank_free(seen.crash):
         return f"another crash ({seen.crash})"

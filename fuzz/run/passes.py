@@ -133,6 +133,9 @@ class SavedForBackward:
         tensors = [*net.parameters(), *net.buffers(), x]
         self._excluded = {t.untyped_storage().data_ptr() for t in tensors}
         self.storages, self.measured = {}, False
+        # An exception of the meter's own, raised inside the measured call (thunder's forward, which would take it
+        # for its own): kept here for the caller to raise after the call.
+        self.error = None
 
     @property
     def bytes(self):
@@ -144,15 +147,16 @@ class SavedForBackward:
         return max(self.storages.values(), default=0)
 
     def _pack(self, t):
-        # (It runs inside thunder's forward, where an exception would be blamed on thunder: a tensor without a
-        # storage of its own, a wrapper subclass, is counted by its own size.)
+        self._count(t, lambda key, size: self.storages.setdefault(key, size) if key not in self._excluded else None)
+        return t.detach()  # (``t`` itself would keep the graph of an output saved by its own op alive: torch's docs)
+
+    def _count(self, t, record):
+        """``record(address, bytes)`` of ``t``'s storage; an exception kept in `error` (it runs inside the call)."""
         try:
-            key, size = t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()
-        except (RuntimeError, NotImplementedError, TypeError):
-            key, size = id(t), t.numel() * t.element_size()
-        if key not in self._excluded:
-            self.storages[key] = size
-        return t
+            storage = t.untyped_storage()
+            record(storage.data_ptr(), storage.nbytes())
+        except Exception as error:
+            self.error = self.error or error
 
     def measuring(self, fn):
         """``fn``, measuring what its first call saves (later calls, a training run's later steps, run as they are)."""
@@ -164,7 +168,7 @@ class SavedForBackward:
             with torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t):
                 output = fn(x)
             # The output is alive for backward anyway (thunder saves a region's last output where eager recomputes it).
-            self.storages.pop(output.untyped_storage().data_ptr(), None)
+            self._count(output, lambda key, size: self.storages.pop(key, None))
             return output
 
         return measured

@@ -131,6 +131,8 @@ def eager_saved(example: Example) -> SavedForBackward:
         meter = SavedForBackward(net, x)
         torch.manual_seed(0)
         meter.measuring(net)(x)
+        if meter.error is not None:
+            raise HarnessError.of(meter.error, "SavedForBackward") from meter.error
         return meter
 
 
@@ -159,8 +161,10 @@ def run_thunderfx(example: Example) -> tuple[tuple, CompileReport]:
     with in_phase(THUNDER_PHASE):
         try:
             net, x = _fresh_copy(example)
-            compiled, meter = thunderfx(net), SavedForBackward(net, x)
+            compiled, meter = thunderfx(net), ours(SavedForBackward, net, x)
             result = forward_backward(meter.measuring(compiled), net, x, example.cotangent, ours(training_of, example))
+            if meter.error is not None:
+                raise HarnessError.of(meter.error, "SavedForBackward") from meter.error
             report = ours(_compile_report, compiled._backend)
             report.saved_bytes = meter.bytes
             return result, report
