@@ -135,7 +135,7 @@ def test_a_measured_forward_without_backward_leaves_nothing_alive():
 
 
 class _KeepsGeneratorState(torch.autograd.Function):
-    """What thunderfx's inductor fallback does with a checkpoint's `preserve_rng_state`: the state saved for backward."""
+    """As thunderfx's inductor fallback with a checkpoint's `preserve_rng_state`: the state saved for backward."""
 
     @staticmethod
     def forward(ctx, x):

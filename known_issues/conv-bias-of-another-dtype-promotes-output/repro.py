@@ -256,6 +256,10 @@ class SavedForBackward:
         tensors = [*net.parameters(), *net.buffers(), x]
         self._excluded = {t.untyped_storage().data_ptr() for t in tensors}
         self.storages, self.measured = {}, False
+        # A generator's state (a uint8 vector), which a checkpoint keeps to replay its region's random numbers: eager's
+        # in the checkpoint's frame (`preserve_rng_state`), unseen here; thunderfx's inductor fallback through
+        # `save_for_backward` (5056 B on CPU whatever the network's size). Not counted on either side.
+        self._rng_states = {torch.get_rng_state().numel()}
         # An exception of the meter's own, raised inside the measured call (thunder's forward, which would take it
         # for its own): kept here for the caller to raise after the call.
         self.error = None
@@ -270,6 +274,8 @@ class SavedForBackward:
         return max(self.storages.values(), default=0)
 
     def _pack(self, t):
+        if t.dtype == torch.uint8 and t.dim() == 1 and t.numel() in self._rng_states:
+            return t.detach()
         self._count(t, lambda key, size: self.storages.setdefault(key, size) if key not in self._excluded else None)
         return t.detach()  # (``t`` itself would keep the graph of an output saved by its own op alive: torch's docs)
 
