@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -38,7 +38,8 @@ from fuzz.judge.outcome import (
     relative_error,
     verdict_of,
 )
-from fuzz.judge.parity import Mismatch, right_one_precision_up
+from fuzz.judge.parity import right_one_precision_up
+from fuzz.judge.self_consistency import self_consistent
 from fuzz.model_builder import Example, TrainingSteps, build_example
 from fuzz.run.passes import NUDGES, finite, nudged_runs
 from fuzz.run.runner import (
@@ -51,10 +52,8 @@ from fuzz.run.runner import (
     interrupted,
     ours,
     run_eager,
-    run_eager_self_consistency,
     run_reference,
     run_thunderfx,
-    run_thunderfx_self_consistency,
     time_limit,
     training_of,
 )
@@ -179,12 +178,10 @@ def _memory(
     compile); eager's runs are a forward each."""
     if not spec.checkpoint_regions:
         return None
-    plain = build_example(spec, checkpointing=False)
+    plain = _plain(spec, example)
     eager_plain = eager_saved(plain)
     if not saves_too_much(report.saved_bytes, eager_bytes, eager_plain.bytes, eager_plain.largest):
         return None
-    if plain.training is not None:
-        plain.training.starts = training_of(example).starts
     _, plain_report, plain_failure = thunder(plain, converter)
     if plain_failure is not None:  # (the network without checkpoints fails: no measure to compare with)
         return None
@@ -193,6 +190,15 @@ def _memory(
         return None
     triage = CheckpointSpecific("the contract compares thunderfx's and eager's networks with and without checkpoints")
     return with_triage(MemoryFailure(message), triage)
+
+
+def _plain(spec: NetSpec, example: Example) -> Example:
+    """``spec``'s network without checkpoints, training from ``example``'s starts (eager's checkpoint recomputation
+    updates BatchNorm's statistics twice)."""
+    plain = build_example(spec, checkpointing=False)
+    if plain.training is not None:
+        plain.training.starts = training_of(example).starts
+    return plain
 
 
 def _triage(
@@ -204,16 +210,14 @@ def _triage(
     failure: ParityFailure,
 ) -> Triage:
     """Whether ``failure`` of ``spec`` (built as ``example``) needs its checkpoints: run eager and thunderfx on its
-    ``PlainNet`` (training from the same starts: eager's checkpoint recomputation updates BatchNorm's statistics twice).
-    Thunder-general only where that fails the same way (`_failure_kind`); another failure there leaves it undetermined.
+    `_plain` network. Thunder-general only where that fails the same way (`_failure_kind`); another failure there
+    leaves it undetermined.
 
     Only failures pay for this (a second compile), shrinking steps that fail included.
     """
     if not spec.checkpoint_regions:
         return ThunderGeneral("the network has no checkpoints")
-    plain = build_example(spec, checkpointing=False)
-    if plain.training is not None:
-        plain.training.starts = training_of(example).starts
+    plain = _plain(spec, example)
     eager_plain = run_eager(plain)
     if (difference := judge(eager_plain, eager)) is not None:
         return EagerInconsistent(f"eager with vs without checkpoints: {difference}")
@@ -249,55 +253,6 @@ def _without_randomness(
     if isinstance(triage := outcome.failure.__cause__, Triage):
         triage.args = (f"in the network without its random layers: {triage}",)
     return outcome.failure
-
-
-# Central differences in float64 with a step of 1e-6 agree with the gradient to ~1e-8 relative on the models of the
-# zoo (GPT-2, 2 layers, dropout 0.1: eager 9.7e-9, thunderfx 1.4e-8); a mask redrawn in backward is off by O(1).
-SELF_CONSISTENCY_RTOL = 1e-5
-# Beyond the tolerance, thunder's disagreement is a verdict only when this many times eager's on the same model: a mask
-# redrawn in backward, or a doubled gradient, is off by O(1).
-SELF_CONSISTENCY_NOISE_FACTOR = 10.0
-_SELF = "self-consistency"  # the name of its one measured number
-
-
-def _agree(analytic: float, numeric: float, loss: float) -> bool:
-    """Whether a gradient . v and its central difference agree (`SELF_CONSISTENCY_RTOL`). Rounding of the central
-    difference: ~eps(float64) x |L| / step = 2e-10 |L|; 1e-9 |L| keeps a tiny directional derivative of a large loss
-    from failing on rounding alone."""
-    return abs(analytic - numeric) <= SELF_CONSISTENCY_RTOL * max(abs(numeric), abs(analytic)) + 1e-9 * abs(loss)
-
-
-def _self_consistent(spec: NetSpec, thunder: _ThunderRuns, converter: str) -> bool | ParityFailure | str:
-    """For a random model whose checkpoints changed thunder's result: is thunder's gradient (float64, checkpointed)
-    the derivative of its own forward? True: yes, the checkpoints only changed which random numbers were drawn (two
-    streams, no wrong gradient); a `GradientDivergence` when not; why, when the check itself could not run or eager
-    fails it too (a loss too rough for central differences there)."""
-    twin = build_example(replace(spec, dtype="float64"))
-    result, _, failure = thunder(twin, converter, run=run_thunderfx_self_consistency)
-    if failure is not None:
-        return f"{failure.failure_class}: {str(failure).splitlines()[0] if str(failure) else ''}"
-    analytic, numeric, loss = result
-    if _agree(analytic, numeric, loss):
-        return True
-    # Eager's own disagreement on the same model is the check's noise there. Measured: transformers' Llama RMSNorm
-    # computes in float32 even in a float64 model, so its central differences at a step of 1e-6 are off by 1e-4
-    # relative (1-layer Llama, seeds 0 and 1) up to 28x (seed 2) in eager itself, where GPT-2 agrees to 1e-8.
-    eager_analytic, eager_numeric, _ = ours(run_eager_self_consistency, twin)
-    noise = abs(eager_analytic - eager_numeric)
-    if abs(analytic - numeric) <= SELF_CONSISTENCY_NOISE_FACTOR * noise:
-        return (
-            f"eager's own gradient . v is {noise:.3g} off its central difference too (thunder's: "
-            f"{abs(analytic - numeric):.3g}): the model's loss is too rough here to judge"
-        )
-    failure = GradientDivergence(
-        f"thunderfx's gradient (float64, with checkpoints) is not the derivative of its own forward, whose random "
-        f"masks it redraws alike: gradient . v = {analytic:.8g}, central difference {numeric:.8g}"
-    )
-    # Its numbers, as a known issue's band reads them (`fuzz.registry.signatures`): one "tensor", gradient . v.
-    error = abs(analytic - numeric) / max(abs(numeric), abs(analytic))
-    drift = abs(analytic / numeric - 1) if numeric else float("inf")
-    failure.mismatches = (Mismatch(str(failure), error, None, drift, torch.finfo(torch.float64).eps, name=_SELF),)
-    return failure
 
 
 def check_spec(
@@ -364,7 +319,7 @@ def check_spec(
         elif spec.model is not None:
             # Wherever its random ops ran (GPT-2's checkpointed layers go to inductor), ask the one question that
             # does not need equal streams: is the gradient the derivative of the forward it belongs to?
-            consistent = _self_consistent(spec, thunder, "fixed" if converter == "both" else converter)
+            consistent = self_consistent(spec, thunder, "fixed" if converter == "both" else converter)
             if consistent is True:
                 return invalid(
                     "with checkpoints thunderfx draws other random numbers than without; "

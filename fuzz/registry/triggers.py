@@ -84,6 +84,19 @@ def _masks_a_whole_row(literal: object) -> bool:
     return any(not any(row) for row in rows(literal["values"]))
 
 
+def _literals(params: dict) -> list[dict]:
+    """An op layer's tensor arguments, float (`float_tensor_args`) or given by value (a boolean mask)."""
+    return [a for a in [*params["args"], *params["kwargs"].values()] if isinstance(a, dict)]
+
+
+def _elements(literal: dict) -> int:
+    """How many elements a tensor literal holds (a float tensor by its shape, one given by value by its values)."""
+    if "tensor" in literal:
+        return math.prod(literal["tensor"])
+    values = literal.get("values", [])
+    return sum(_elements({"values": v}) for v in values) if isinstance(values, list) else 1
+
+
 def _number(literal: object) -> bool:
     return isinstance(literal, int | float) and not isinstance(literal, bool)
 
@@ -105,10 +118,7 @@ NODE_PREDICATES: dict[str, NodePredicate] = {
     "unused": lambda spec, i: i not in program.ancestors(spec, len(spec.layers)),
     "zero-dim-tensor-partner": _op_params(lambda p: any(a["tensor"] == [] for a in float_tensor_args(p)[1:])),
     "zero-dim-beside-a-larger-tensor": _op_params(
-        lambda p: (
-            any(a["tensor"] == [] for a in float_tensor_args(p))
-            and any(math.prod(a["tensor"]) > 1 for a in float_tensor_args(p))
-        )
+        lambda p: any(a["tensor"] == [] for a in float_tensor_args(p)) and any(_elements(a) > 1 for a in _literals(p))
     ),
     "all-tensors-zero-dim": _op_params(lambda p: all(a["tensor"] == [] for a in float_tensor_args(p))),
     "unbatched-first-tensor": _op_params(lambda p: len(float_tensor_args(p)[0]["tensor"]) == 1),
