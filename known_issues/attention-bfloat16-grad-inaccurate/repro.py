@@ -816,9 +816,8 @@ def memory_failure(thunder, eager, thunder_plain, eager_plain, largest_activatio
     if freed >= MEMORY_FREED_SHARE * eager_freed:
         return None
     return (
-        f"thunderfx's checkpoints free less than {MEMORY_FREED_SHARE:g} of what eager's free, and its checkpointed "
-        "network saves more "
-        f"than {MEMORY_RATIO:g}x eager's for backward\n"
+        f"thunderfx's checkpoints free less than {MEMORY_FREED_SHARE:.0%} of what eager's free, and its checkpointed "
+        f"network saves more than {MEMORY_RATIO:g}x eager's for backward\n"
         f"thunderfx's checkpointed network saves {thunder} B for backward where eager's saves {eager} B "
         f"({thunder / eager if eager else float('inf'):.3g}x); its checkpoints free {freed} B where eager's free "
         f"{eager_freed} B (without checkpoints thunderfx saves {thunder_plain} B, eager {eager_plain} B)"
