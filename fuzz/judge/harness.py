@@ -231,8 +231,12 @@ def _triage(
 
 
 def _failure_kind(failure: ParityFailure) -> str:
-    """What two failures must share to be taken for one bug by the triage: the class, and a crash's signature."""
-    return f"{failure.failure_class} {failure.crash_signature if isinstance(failure, ThunderCrash) else ''}"
+    """What two failures must share to be taken for one bug by the triage: a crash's exception type, or being a
+    difference in numbers (a bug whose error is an accuracy gap with checkpoints may be a gradient divergence without:
+    mish-bfloat16-grad-inaccurate; a crash's message differs with the graph: inductor's C++ errors)."""
+    if isinstance(failure, ThunderCrash):
+        return f"crash {failure.crash_signature.partition(':')[0]}"
+    return "timeout" if isinstance(failure, ExampleTimeout) else "divergence"
 
 
 def _without_randomness(
