@@ -55,7 +55,7 @@ def computes(layer: LayerSpec, activation: str) -> bool:
 
 def float_tensor_args(params: dict) -> list[dict]:
     """An op layer's tensor arguments (fuzz.generate.ops literals), positional then keyword."""
-    return [a for a in [*params["args"], *params["kwargs"].values()] if isinstance(a, dict) and "tensor" in a]
+    return [a for a in _literals(params) if "tensor" in a]
 
 
 def ints(literal: object) -> list[int]:

@@ -38,6 +38,7 @@ from fuzz.run.passes import (  # noqa: E402
     forward_backward,
     fresh_input,
     nudged_runs,
+    saved_by,
 )
 
 CONVERTER = "fixed"
@@ -145,9 +146,7 @@ def _memory_verdict(thunder_bytes):
 
     def saved(compile_, checkpointing):
         net, x, _ = make_example(checkpointing)
-        meter = SavedForBackward(net, x)
-        torch.manual_seed(0)
-        meter.measuring(compile_(net))(x)
+        meter = saved_by(compile_(net), net, x)
         if meter.error is not None:
             raise meter.error
         return meter

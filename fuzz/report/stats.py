@@ -312,7 +312,7 @@ class CampaignStats:
 
 def saved_ratios(saved_bytes: dict[str, list]) -> dict[str, dict[str, Any]]:
     """Per region kind, the ratio of thunderfx's to eager's bytes saved for backward (both with checkpoints; 1 where
-    both save nothing, inf where only eager does): how many examples, the median and the worst (`CampaignStats`)."""
+    both save nothing, inf where only thunderfx does): how many examples, the median and the worst (`CampaignStats`)."""
     ratios = {}
     for kind, pairs in sorted(saved_bytes.items()):
         values = sorted(t / e if e else (1.0 if not t else math.inf) for t, e in pairs)

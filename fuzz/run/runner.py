@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from fuzz.model_builder import Example
-from fuzz.run.passes import SavedForBackward, Training, float64_reference, forward_backward, fresh_input
+from fuzz.run.passes import SavedForBackward, Training, float64_reference, forward_backward, fresh_input, saved_by
 
 _CHECKPOINT_OP = torch.ops.higher_order.tag_activation_checkpoint
 # linecache entries of the source thunder generates for traces and torch.fx for graph modules.
@@ -128,9 +128,7 @@ def eager_saved(example: Example) -> SavedForBackward:
     """What eager's forward of a copy of the example saves for backward."""
     with in_phase("eager"):
         net, x = _fresh_copy(example)
-        meter = SavedForBackward(net, x)
-        torch.manual_seed(0)
-        meter.measuring(net)(x)
+        meter = saved_by(net, net, x)
         if meter.error is not None:
             raise HarnessError.of(meter.error, "SavedForBackward") from meter.error
         return meter

@@ -1,4 +1,4 @@
-"""Repro: thunder-crash (thunder-general) of thunderfx against eager PyTorch.
+"""Repro: thunder-crash (undetermined) of thunderfx against eager PyTorch.
 
 Found with lightning-thunder 0.2.6, torch 2.9.1+cu128; converter fixed: thunder 0.2.6's _checkpoint_function_converter, wrapped to copy each replaced node's meta to its replacement.
 First observed: thunderfx raised InductorError: CppCompileError: C++ compile error
@@ -319,6 +319,14 @@ class SavedForBackward:
             return output
 
         return measured
+
+
+def saved_by(fn, net, x):
+    """The `SavedForBackward` of one seeded forward ``fn(x)`` of ``net`` (its `error` for the caller to raise)."""
+    meter = SavedForBackward(net, x)
+    torch.manual_seed(0)
+    meter.measuring(fn)(x)
+    return meter
 
 
 def mutable_state(net, x, suffix):
@@ -939,9 +947,7 @@ def _memory_verdict(thunder_bytes):
 
     def saved(compile_, checkpointing):
         net, x, _ = make_example(checkpointing)
-        meter = SavedForBackward(net, x)
-        torch.manual_seed(0)
-        meter.measuring(compile_(net))(x)
+        meter = saved_by(compile_(net), net, x)
         if meter.error is not None:
             raise meter.error
         return meter

@@ -321,6 +321,14 @@ class SavedForBackward:
         return measured
 
 
+def saved_by(fn, net, x):
+    """The `SavedForBackward` of one seeded forward ``fn(x)`` of ``net`` (its `error` for the caller to raise)."""
+    meter = SavedForBackward(net, x)
+    torch.manual_seed(0)
+    meter.measuring(fn)(x)
+    return meter
+
+
 def mutable_state(net, x, suffix):
     """Copies of what a run may mutate, keyed "<name><suffix>": a float input and every buffer (as float64
     when it is an integer count)."""
@@ -939,9 +947,7 @@ def _memory_verdict(thunder_bytes):
 
     def saved(compile_, checkpointing):
         net, x, _ = make_example(checkpointing)
-        meter = SavedForBackward(net, x)
-        torch.manual_seed(0)
-        meter.measuring(compile_(net))(x)
+        meter = saved_by(compile_(net), net, x)
         if meter.error is not None:
             raise meter.error
         return meter
