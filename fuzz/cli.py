@@ -116,7 +116,12 @@ def _check(args: argparse.Namespace, extra: list[str]) -> int:
         print(f"COULD NOT JUDGE: {outcome.invalid_reason}")
         return COULD_NOT_RUN
     if outcome.failure is None:
-        print(f"PASS: thunderfx matches in {outcome.seconds:.1f} s (largest relative error {outcome.discrepancy:.3g})")
+        eager = "" if outcome.eager_error is None else f", eager's {outcome.eager_error:.2g}"
+        against = "the float64 reference" if outcome.eager_error is not None else "eager"
+        print(
+            f"PASS: thunderfx matches in {outcome.seconds:.1f} s (largest relative error against {against}: "
+            f"thunderfx's {outcome.discrepancy:.2g}{eager})"
+        )
         return 0
     print(f"FAIL: {outcome.failure.failure_class} [{outcome.failure.triage}] {str(outcome.failure).splitlines()[0]}")
     return 1

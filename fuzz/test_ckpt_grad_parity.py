@@ -132,10 +132,8 @@ def test_zoo_ckpt_grad_parity(shard: int, spec: NetSpec, campaign: Campaign) -> 
 
 @pytest.mark.parametrize("issue", KNOWN_ISSUES, ids=lambda issue: issue.id)
 def test_known_issue_still_reproduces(issue: KnownIssue, campaign: Campaign) -> None:
-    """With ``--known-issues check``: re-test the entry's registered spec; fails once thunder fixed it (or when it
-    reproduces on a version its record says is fixed)."""
-    if campaign.config.known_issues != "check":
-        pytest.skip("re-tests the known-issue registry with --known-issues check")
+    """With ``--known-issues check`` (deselected otherwise: `fuzz.campaign.hooks`): re-test the entry's registered
+    spec; fails once thunder fixed it (or when it reproduces on a version its record says is fixed)."""
     spec = replace(recorded_spec(issue.id), device=campaign.config.device)
     outcome = check_spec(spec, converter=campaign.config.converter, timeout_s=campaign.config.timeout_s)
     verdict, as_expected = campaign.record_known_issue_check(issue, outcome)

@@ -156,3 +156,15 @@ def test_every_add_of_known_issues_record_is_kept():
 
     args = _parser().parse_args(["known-issues", "--record", "x", "--add", "a", "--add", "b", "c"])
     assert args.add == ["a", "b", "c"]  # a second --add used to replace the first
+
+
+def test_a_campaign_deselects_the_registry_retests_unless_it_checks_them():
+    """The registry's re-tests are one "deselected" count in a campaign, not a skipped line per entry."""
+    from fuzz.registry.known_issues import KNOWN_ISSUES
+
+    def collected(*extra: str) -> str:
+        command = [sys.executable, "-m", "pytest", "fuzz/test_ckpt_grad_parity.py", "--collect-only", "-q", *extra]
+        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120).stdout
+
+    assert f"({len(KNOWN_ISSUES)} deselected)" in collected("--fuzz-device", "cpu")
+    assert "deselected" not in collected("--fuzz-device", "cpu", "--known-issues", "check")

@@ -153,3 +153,15 @@ def test_a_float64_drift_within_one_ulp_of_the_example_scale_passes_where_a_floa
     assert mismatch(eager * 2, eager, example_scale=8.4, sensitivity=0.0, nudged=cancelled) is not None
     clean = [(eager * (1 + 1e-16), eager)] * 3  # no cancellation shown: judged on its own scale
     assert mismatch(drifted, eager, example_scale=8.4, sensitivity=0.0, nudged=clean) is not None
+
+
+def test_the_relative_error_measure_floors_a_rounding_zero_by_the_example_scale():
+    """A gradient zero up to rounding (1e-30 in the reference) beside unit values: thunderfx's 1e-17 there is
+    rounding, not a relative error of 1e13 (what `ckpt-fuzz check`'s PASS line printed); a real error still shows."""
+    from fuzz.judge.outcome import relative_error
+
+    truth = (torch.ones(3, dtype=torch.float64), {"w": torch.full((2,), 1e-30, dtype=torch.float64)})
+    noise = (torch.ones(3), {"w": torch.full((2,), 1e-17)})
+    assert relative_error(noise, truth) < 1e-6
+    wrong = (torch.ones(3), {"w": torch.full((2,), 0.5)})
+    assert relative_error(wrong, truth) > 0.1

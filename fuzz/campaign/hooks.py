@@ -253,6 +253,17 @@ def _sweeps(item: pytest.Item) -> bool:
     return _shard(item) is not None and getattr(item, "originalname", None) == "test_op_sweep"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without ``--known-issues check`` the registry's re-tests are deselected (one count in pytest's summary line),
+    not collected to be skipped one by one in every campaign's report."""
+    if config.stash[CAMPAIGN].config.known_issues == "check":
+        return
+    registry = [item for item in items if getattr(item, "originalname", None) == "test_known_issue_still_reproduces"]
+    if registry:
+        config.hook.pytest_deselected(items=registry)
+        items[:] = [item for item in items if item not in registry]
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The budget is shared by the campaign's items that were selected (some families, or all), the op sweep's sized
     by the cases of its selected shards (`fuzz.campaign.budget.ItemBudget.set_items`)."""

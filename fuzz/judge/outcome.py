@@ -110,17 +110,23 @@ def max_difference(a: tuple | None, b: tuple | None) -> float | None:
 
 
 def relative_error(result: tuple | None, truth: tuple) -> float:
-    """The largest |result - truth| / max|truth| over the tensors both have (0 for a crashed run); a state after
-    backward against the truth's state after forward, as the oracle judges it (`fuzz.judge.parity.truth_name`)."""
+    """The largest |result - truth| / scale over the tensors both have (0 for a crashed run); a state after
+    backward against the truth's state after forward, as the oracle judges it (`fuzz.judge.parity.truth_name`).
+
+    A tensor's scale is its own max|truth|, but at least the example's largest max|truth| times its dtype's epsilon:
+    a gradient that is zero up to rounding (1e-30 in the float64 reference) would otherwise make rounding noise of
+    1e-17 a relative error of 1e13.
+    """
     if result is None:
         return 0.0
     (out, grads), (true_out, true_grads) = result, truth
     pairs = [(out, true_out), *((grads[name], true_grads.get(truth_name(name))) for name in grads)]
-    errors = [
-        (x.double() - t.double()).abs().max().item() / (t.abs().max().item() or 1.0)
-        for x, t in pairs
-        if x is not None and t is not None and x.numel() and x.shape == t.shape
-    ]
+    pairs = [(x, t) for x, t in pairs if x is not None and t is not None and x.numel() and x.shape == t.shape]
+    largest = max((t.double().abs().max().item() for _, t in pairs), default=0.0)
+    errors = []
+    for x, t in pairs:
+        floor = largest * torch.finfo(x.dtype).eps if x.is_floating_point() else 0.0
+        errors.append((x.double() - t.double()).abs().max().item() / (max(t.double().abs().max().item(), floor) or 1.0))
     return math.inf if any(math.isnan(e) for e in errors) else max(errors, default=0.0)
 
 
