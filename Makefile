@@ -42,10 +42,12 @@ campaign: setup
 	$(VENV)/bin/ckpt-fuzz run --minutes $(MINUTES) -n $(JOBS) --device cpu
 
 # The nightly job: the registry re-checked on the newest thunder nightly, then a campaign on it (NIGHTLY_MINUTES,
-# default 8 h); exits non-zero when either failed, after both ran.
+# default 8 h), then what changed since the previous run (clusters new, gone, changed); exits non-zero when either
+# failed, after both ran.
 nightly: setup
 	$(VENV)/bin/ckpt-fuzz known-issues --thunder nightly --device cpu; k=$$?; \
 	$(VENV)/bin/ckpt-fuzz run --thunder nightly --minutes $(or $(NIGHTLY_MINUTES),480) -n $(JOBS); r=$$?; \
+	$(VENV)/bin/ckpt-fuzz report --against previous || true; \
 	exit $$(( k > r ? k : r ))
 
 replay: setup

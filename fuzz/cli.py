@@ -116,12 +116,7 @@ def _check(args: argparse.Namespace, extra: list[str]) -> int:
         print(f"COULD NOT JUDGE: {outcome.invalid_reason}")
         return COULD_NOT_RUN
     if outcome.failure is None:
-        eager = "" if outcome.eager_error is None else f", eager's {outcome.eager_error:.2g}"
-        against = "the float64 reference" if outcome.eager_error is not None else "eager"
-        print(
-            f"PASS: thunderfx matches in {outcome.seconds:.1f} s (largest relative error against {against}: "
-            f"thunderfx's {outcome.discrepancy:.2g}{eager})"
-        )
+        print(f"PASS: thunderfx matches in {outcome.seconds:.1f} s ({outcome.error_words()})")
         return 0
     print(f"FAIL: {outcome.failure.failure_class} [{outcome.failure.triage}] {str(outcome.failure).splitlines()[0]}")
     return 1
@@ -131,26 +126,26 @@ def _report(args: argparse.Namespace, extra: list[str]) -> int:
     from fuzz.report.html import write_report
 
     if not args.merge:
-        print(write_report(find_run(args.artifacts, args.run)))
+        run_dir = find_run(args.artifacts, args.run)
+        if args.against:
+            from fuzz.report.clusters import compare_runs
+
+            print("\n".join(compare_runs(run_dir, args.artifacts, args.against)))
+        print(write_report(run_dir))
         return 0
-    from fuzz.report.merge import merge_runs
-    from fuzz.report.run_folder import check_run_id, new_run_id
+    from fuzz.report.merge import merge_named_runs
 
     if args.run:
         print("ckpt-fuzz report: give the runs to merge after --merge, not before it", file=sys.stderr)
         return COULD_NOT_RUN
     try:
-        runs = [find_run(args.artifacts, run) for run in args.merge]
-        if args.into:
-            check_run_id(args.into)
-        merged = merge_runs(runs, args.artifacts / (args.into or new_run_id("merged")))
+        merged = merge_named_runs(args.artifacts, args.merge, args.into)
     except (FileNotFoundError, ValueError) as error:
         print(f"ckpt-fuzz report --merge: {error}", file=sys.stderr)
         return COULD_NOT_RUN
-    folder = args.artifacts / merged["run_id"]
-    print(f"{len(runs)} runs, {merged['examples']} examples, {len(merged['failures'])} distinct failure(s)")
+    print(f"{len(args.merge)} runs, {merged['examples']} examples, {len(merged['failures'])} distinct failure(s)")
     print(f"result: {merged['result']}")
-    print(write_report(folder))
+    print(write_report(args.artifacts / merged["run_id"]))
     result = merged["result"]
     return 0 if result.startswith("passed") else 1 if result.startswith("failed") else COULD_NOT_RUN
 
@@ -193,12 +188,14 @@ def _bisect(args: argparse.Namespace, extra: list[str]) -> int:
 
     from packaging.version import Version
 
+    from fuzz.registry.files import write_repro  # a registry entry's repro.py is generated, not committed
     from fuzz.registry.issue import KNOWN_ISSUES_DIR, VERSIONS_FILE
     from fuzz.versions.bisect import ERROR, bisect, found_on, run_repro, table, version_record
     from fuzz.versions.thunder_versions import VersionError, available, is_nightly, resolve
 
     folder = (Path(args.target) if Path(args.target).is_dir() else KNOWN_ISSUES_DIR / args.target).resolve()
-    repro = folder / "repro.py"
+    entry = folder.parent == KNOWN_ISSUES_DIR and (folder / "spec.json").exists()
+    repro = write_repro(folder.name) if entry else folder / "repro.py"
     if not repro.exists():
         raise FileNotFoundError(f"{args.target} is neither a failure folder holding repro.py nor a known-issue id")
     if args.record and folder.parent != KNOWN_ISSUES_DIR:
@@ -329,6 +326,7 @@ def _parser() -> argparse.ArgumentParser:
         help="merge these runs (the jobs of one campaign) into a new run folder ARTIFACTS/INTO with one report",
     )
     report.add_argument("--into", help="the merged run's id (default: a fresh one)")
+    report.add_argument("--against", metavar="RUN", help="clusters new, gone, changed since RUN (or previous)")
     artifacts(report)
 
     known = command("known-issues", _known_issues, "re-test every known-issue entry on the installed thunder")

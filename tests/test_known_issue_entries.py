@@ -180,3 +180,13 @@ def test_a_known_crash_that_hides_another_known_bug_is_explained_by_both_and_not
     with injected("tanh-grad-x2"):  # (a fault that fires inside checkpoints only: tests/faults.py)
         third = NetSpec(features=4, layers=[*layers, LayerSpec("tanh")], checkpoints=[CheckpointSpec(1, 3)], batch=3)
         assert not explained_by(third, [crash], "fixed", 60.0, others=[inplace])
+
+
+def test_every_entry_records_its_upstream_search_and_the_readme_lists_those_not_reported():
+    """The `[upstream]` table (matches, related, the date searched) of each entry.toml; the README's "not yet
+    reported upstream" list is exactly the entries that match nothing upstream."""
+    tables = {issue.id: read_entry(KNOWN_ISSUES_DIR / issue.id)["upstream"] for issue in KNOWN_ISSUES}
+    assert all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", t["searched"]) and "related" in t for t in tables.values())
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    listed = re.search(r"\*\*Not yet reported\s+upstream\*\*[^:]*:([^.]*)\.", readme).group(1)
+    assert sorted(i.strip() for i in listed.split(",")) == sorted(i for i, t in tables.items() if not t["matches"])

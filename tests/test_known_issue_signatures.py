@@ -7,6 +7,7 @@ import pytest
 
 import fuzz.registry.files
 from fuzz.generate.spec import LayerSpec, NetSpec
+from fuzz.judge.roles import tensor_role
 from fuzz.registry.files import KNOWN_ISSUES_DIR, add_reproduction
 from fuzz.registry.known_issues import KNOWN_ISSUES
 from fuzz.registry.signatures import (
@@ -14,7 +15,6 @@ from fuzz.registry.signatures import (
     Observation,
     read_entry,
     resemblance,
-    tensor_role,
     with_other_devices,
 )
 from tests.campaign_runs import ROOT

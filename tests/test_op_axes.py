@@ -230,8 +230,12 @@ def test_a_fault_no_sample_reaches_is_found_through_its_axis_and_shrunk_to_that_
         (layer,) = spec.layers
         assert reached(layer.params), spec.to_json()
     assert len(faulty) == len(summary["failures"]), [failure["id"] for failure in summary["failures"]]
+    # One bug, however many value classes reached it: one cluster (`fuzz.report.clusters`) over all its folders.
+    (cluster,) = summary["clusters"]
+    assert cluster["folders"] >= len(faulty), cluster
     shrunk = min(failure["shrunk_after_s"] for failure in faulty)
     print(
         f"{fault}: found after {summary['first_failure']['after_s']} s, first shrunk after {shrunk} s, "
-        f"{time.monotonic() - start:.0f} s in all, {len(faulty)} failure(s): {layer.params}"
+        f"{time.monotonic() - start:.0f} s in all, {len(faulty)} failure(s), {cluster['folders']} folder(s), "
+        f"1 cluster: {cluster['label']}; {layer.params}"
     )

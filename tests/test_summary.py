@@ -19,10 +19,14 @@ def _failure(identifier: str, message: str) -> dict:
         "confirmed": True,
         "confirmation": "reproduced",
         "confirmation_seconds": 1.0,
+        # `fuzz.report.clusters.cluster_of`: the cluster of a crash is its signature (and ops, class, triage)
+        "cluster": message[:8],
+        "cluster_label": f"thunder-crash [thunder-general] in tanh: {message}",
+        "size": len(identifier),
     }
 
 
-def test_networks_failing_the_same_way_are_one_entry_and_warnings_are_counted_once_each():
+def test_networks_failing_the_same_way_are_one_cluster_and_warnings_are_counted_once_each():
     stats = CampaignStats()
     stats.failures = [_failure("a", "RuntimeError: boom"), _failure("b", "RuntimeError: boom"), _failure("c", "other")]
     stats.failures.append(_failure("a", "RuntimeError: boom"))  # a second shard shrank to the same network
@@ -35,8 +39,8 @@ def test_networks_failing_the_same_way_are_one_entry_and_warnings_are_counted_on
     summary = build_summary(config, stats, items, wall_s=10.0)
     summary["result"] = items.result(1, summary)
     lines = "\n".join(summary_lines(summary))
-    assert lines.count("FAILURE ") == 2 and "found 4 time(s): RuntimeError: boom" in lines
-    assert "also reduced to it: /runs/r/a/variants/9f/repro.py" in lines
+    assert lines.count("FAILURE ") == 2 and "3 folder(s), found 4 time(s); smallest a [" in lines
+    assert [(c["members"], c["folders"]) for c in summary["clusters"]] == [(["a", "b"], 3), (["c"], 1)]
     assert [(f["id"], f["variants"]) for f in summary["failures"]][0] == ("a", [variant["repro"]])
     assert "the same in 1 other network(s): b" in lines
     assert "warning, in 5 test item(s): UserWarning: determinism_check is not supported in Thunder" in lines

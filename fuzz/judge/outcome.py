@@ -56,6 +56,15 @@ class Outcome:
     # (`fuzz.judge.memory`); None otherwise.
     saved_bytes: tuple[int, int] | None = None
 
+    def error_words(self) -> str:
+        """The largest relative errors (`relative_error`) of thunderfx and of eager, in words."""
+        if self.eager_error is None:
+            return f"largest relative error against eager: thunderfx's {self.discrepancy:.2g}"
+        return (
+            f"largest relative error against the float64 reference: thunderfx's {self.discrepancy:.2g}, "
+            f"eager's {self.eager_error:.2g}"
+        )
+
     @property
     def converters_disagree(self) -> bool | None:
         """With converter "both": whether the stock converter changed the verdict or any value; else None."""

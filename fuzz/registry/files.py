@@ -1,8 +1,8 @@
-"""The files of the known-issue registry: ``known_issues/<id>/{spec.json,repro.py,failure.txt,triage.txt}``.
+"""The files of the known-issue registry: ``known_issues/<id>/{spec.json,failure.txt,triage.txt}``, and its repro.py,
+generated on demand from them (`write_repro`; not committed).
 
-``python -m fuzz.registry.files`` rewrites every entry's repro.py from its other files, after a
-change to the builder or the repro body (`fuzz.report.repro_script`; tests fail on stale repros); with ``--rerun`` it
-first re-runs each entry that is not slow and records its failure and triage anew.
+``python -m fuzz.registry.files`` writes every entry's repro.py; with ``--rerun`` it first re-runs each entry that is
+not slow and records its failure and triage anew.
 """
 
 from __future__ import annotations
@@ -49,6 +49,13 @@ def recorded_spec(issue_id: str) -> NetSpec:
 def expected_repro(issue_id: str) -> str:
     """The repro.py the current builder and repro writer write for the entry."""
     return repro_source(recorded_spec(issue_id), recorded_failure(issue_id), "fixed")
+
+
+def write_repro(issue_id: str) -> Path:
+    """Write the entry's repro.py (`expected_repro`) into its folder; returns its path."""
+    path = KNOWN_ISSUES_DIR / issue_id / "repro.py"
+    write_atomically(path, expected_repro(issue_id))
+    return path
 
 
 # Seeds tried per dtype for the reproductions a signature is recorded from (the entry's own spec, other weights).
@@ -159,8 +166,7 @@ def main(argv: list[str]) -> int:
             # spec.json first in today's form (older entries lack newer null fields): the files are rewritten in place
             write_atomically(directory / "spec.json", recorded_spec(issue.id).to_json() + "\n")
             write_failure(directory.parent, recorded_spec(issue.id), failure, "fixed", directory.name, listed=False)
-        (directory / "repro.py").write_text(expected_repro(issue.id))
-        print(f"{issue.id}: {recorded_failure(issue.id).signature}, rewrote {directory / 'repro.py'}")
+        print(f"{issue.id}: {recorded_failure(issue.id).signature}, wrote {write_repro(issue.id)}")
     return 0
 
 

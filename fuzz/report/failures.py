@@ -1,5 +1,5 @@
-"""A failure's folder: its id, spec.json, repro.py, failure.txt, triage.txt and failure.json; its confirmation in a
-fresh interpreter."""
+"""A failure's folder: its id, spec.json, repro.py, upstream.py, failure.txt, triage.txt and failure.json; its
+confirmation in a fresh interpreter (repro.py, then upstream.py, whose verdict goes into its issue.md)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,12 @@ from typing import Any
 from fuzz.generate.reduce import PLUMBING
 from fuzz.generate.spec import NetSpec
 from fuzz.judge.oracle import ParityFailure, ThunderCrash
+from fuzz.report.clusters import cluster_of
+from fuzz.report.issue_draft import Draft, issue_markdown
 from fuzz.report.repro import repro_source
 from fuzz.report.run_folder import FAILURE_RECORD, write_atomically
 from fuzz.report.stats import Confirmation
+from fuzz.report.upstream import upstream_source
 
 
 def spec_digest(spec: NetSpec) -> str:
@@ -83,6 +86,7 @@ def write_failure(
     directory.mkdir(parents=True, exist_ok=True)
     write_atomically(directory / "spec.json", spec_json)
     write_atomically(directory / "repro.py", repro_source(spec, failure, converter, executors))
+    write_atomically(directory / UPSTREAM, upstream_source(spec, failure, _title(spec, failure), _thunder_version()))
     write_atomically(
         directory / "failure.txt",
         "".join(f"{line}\n" for line in [f"{type(failure).__name__}: {failure}", *failure.resembles]),
@@ -104,6 +108,7 @@ def failure_record(spec: NetSpec, failure: ParityFailure, directory: Path) -> di
         # The known issues its spec matches whose signature or band it falls outside (`fuzz.campaign.engine.record`).
         "resembles": list(failure.resembles),
         "blames": blames(spec),
+        **cluster_of(spec, failure),
     }
 
 
@@ -119,6 +124,7 @@ def blames(spec: NetSpec) -> str | None:
 
 # Failures whose repro.py a campaign runs to confirm them (exit 1): not a time-out's, which takes its whole time
 # limit to say "reproduced", nor a dead worker's, which crashes.
+UPSTREAM = "upstream.py"
 CONFIRMABLE = ("forward-divergence", "gradient-divergence", "state-divergence", "accuracy", "memory", "thunder-crash")
 
 
@@ -144,7 +150,43 @@ def confirm(directory: Path, failure: ParityFailure, timeout_s: float) -> Confir
     how = f"timed out after {timeout_s:g} s" if status is None else f"exit status {status}"
     verdict = "reproduced in a fresh interpreter" if confirmed else "NOT reproduced in a fresh interpreter"
     write_atomically(directory / "confirmation.txt", f"{verdict} ({how}, {seconds} s)\n\n{output[-20000:]}")
+    if confirmed and (directory / UPSTREAM).exists():
+        how += f"; upstream.py: {_run_upstream(directory, failure, timeout_s)}"
     return Confirmation(confirmed, f"{verdict} ({how})", seconds)
+
+
+def _run_upstream(directory: Path, failure: ParityFailure, timeout_s: float) -> str:
+    """Run the folder's upstream.py once (fresh interpreter) and write its issue.md with the exit status; returns
+    what it did, in words. Its exit status is a repro's: 1 the failure shows there too."""
+    try:
+        run = subprocess.run(
+            [sys.executable, UPSTREAM], cwd=directory, capture_output=True, text=True, timeout=timeout_s
+        )
+        status: int | None = run.returncode
+    except subprocess.TimeoutExpired:
+        status = None
+    exits = {} if status is None else {_thunder_version(): status}
+    spec = NetSpec.from_json((directory / "spec.json").read_text())
+    draft = Draft(
+        _title(spec, failure), str(failure).splitlines()[0], failure, (directory / UPSTREAM).read_text(), exits,
+        origin=f"campaign failure {directory.name}",
+    )  # fmt: skip
+    write_atomically(directory / "issue.md", issue_markdown(draft))
+    return (
+        "timed out"
+        if status is None
+        else {1: "shows it (exit 1)", 0: "does not show it (exit 0)"}.get(status, f"could not run it (exit {status})")
+    )
+
+
+def _title(spec: NetSpec, failure: ParityFailure) -> str:
+    return cluster_of(spec, failure)["cluster_label"]
+
+
+def _thunder_version() -> str:
+    import thunder
+
+    return thunder.__version__
 
 
 def _text(output: str | bytes | None) -> str:

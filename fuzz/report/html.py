@@ -16,6 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from fuzz.report.clusters import CHANGES, clusters, comparison_lines
 from fuzz.report.run_folder import SUMMARY, write_atomically
 from fuzz.report.summary import confirmation_text
 
@@ -53,6 +54,7 @@ def render(summary: dict[str, Any], run_dir: Path) -> str:
         f"<p><code>{_e(summary['command'])}</code></p>",
         f"<p>{_e(summary['found_with'])}</p>",
         f'<p class="result {tone}">result: {_e(result)}</p>',
+        _clusters(summary, run_dir),
         _failures(summary, run_dir),
         "<h2>Summary</h2>",
         f"<pre>{_e(chr(10).join(summary_lines(summary)))}</pre>",
@@ -128,6 +130,34 @@ def _failures(summary: dict[str, Any], run_dir: Path) -> str:
     ]
     header = "<tr><th>failure</th><th>message</th><th>minimal network</th><th>repro</th></tr>"
     return f"<h2>Failures ({len(failures) + len(unshrunk)})</h2><table>{header}{''.join(rows)}</table>"
+
+
+def _clusters(summary: dict[str, Any], run_dir: Path) -> str:
+    """One row per cluster (`fuzz.report.clusters`) with its smallest member's upstream.py and issue.md; then, where
+    ``ckpt-fuzz report --against`` compared the run with an earlier one, what changed."""
+    listed = summary.get("clusters") or clusters(summary["failures"])
+    rows = []
+    for c in listed:
+        folder = Path(c["repro"]).parent
+        links = " ".join(
+            f'<a href="{_e(_link(folder / name, run_dir))}">{name}</a>'
+            for name in ("upstream.py", "issue.md", "repro.py")
+            if (folder / name).exists()
+        )
+        rows.append(
+            f'<tr class="cluster"><td>{_e(c["label"])}</td><td>{c["folders"]}</td><td>{c["found"]}</td>'
+            f"<td>{_e(c['smallest'])}<br>{links}</td></tr>"
+        )
+    changes = run_dir / CHANGES
+    since = ""
+    if changes.exists():
+        compared_with = json.loads(changes.read_text())
+        lines = comparison_lines(compared_with["changes"], compared_with["earlier"])
+        since = f"<h3>Since {_e(compared_with['earlier'])}</h3><pre>{_e(chr(10).join(lines))}</pre>"
+    if not rows:
+        return since
+    header = "<tr><th>cluster (one root cause)</th><th>folders</th><th>found</th><th>smallest member</th></tr>"
+    return f"<h2>Clusters ({len(rows)})</h2><table>{header}{''.join(rows)}</table>{since}"
 
 
 def _link(path: Path, run_dir: Path) -> str:

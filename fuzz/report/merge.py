@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from fuzz.report.run_folder import SUMMARY, UNSHRUNK, write_atomically
+from fuzz.report.run_folder import SUMMARY, UNSHRUNK, check_run_id, find_run, new_run_id, write_atomically
 from fuzz.report.stats import CampaignStats
 from fuzz.report.summary import counters
 
@@ -77,6 +77,15 @@ def _folder(run: Path, summary: dict[str, Any], failure: dict[str, Any]) -> Path
     if summary["run_id"] in parts:
         return run.joinpath(*parts[parts.index(summary["run_id"]) + 1 : -1])
     return run / failure["id"]
+
+
+def merge_named_runs(artifacts: Path, run_ids: list[str], into: str | None) -> dict[str, Any]:
+    """`merge_runs` of the runs ``run_ids`` under ``artifacts`` into ``artifacts/into`` (a fresh id when None);
+    FileNotFoundError or ValueError with a one-line message for a run not found or a bad id."""
+    runs = [find_run(artifacts, run) for run in run_ids]
+    if into:
+        check_run_id(into)
+    return merge_runs(runs, artifacts / (into or new_run_id("merged")))
 
 
 def merge_runs(runs: list[Path], into: Path) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from fuzz.generate.coverage import NESTED
+from fuzz.report.clusters import clusters
 from fuzz.report.op_family import op_family_lines
 from fuzz.report.run_folder import AB_RECORDS, RunFolder
 from fuzz.report.stats import saved_ratios
@@ -59,6 +60,7 @@ def build_summary(config, stats: CampaignStats, items: ItemResults, wall_s: floa
         if failure["repro"] != listed["repro"] and failure["repro"] not in listed["variants"]:
             listed["variants"].append(failure["repro"])
     summary["failures"] = list(distinct.values())
+    summary["clusters"] = clusters(summary["failures"])
     # First sight of a failure whose shrinking never ended (the run was stopped): listed, not lost.
     summary["unshrunk_failures"] = folder.written_failures(unshrunk=True)
     summary.update(items.to_dict())
@@ -271,24 +273,19 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         )
     if first := summary["first_failure"]:
         lines.append(f"first failure after {first['after_s']} s (example {first['example']})")
-    # Distinct networks often fail the same way (a crash's message, a class and triage): one entry each such bug.
-    same_bug: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    for failure in summary["failures"]:
-        same_bug.setdefault((failure["class"], failure["triage"], failure["message"]), []).append(failure)
-    for (failure_class, triage, message), failures in same_bug.items():
-        f = failures[0]
+    # One line per cluster (`fuzz.report.clusters`: one root cause), standing for it its smallest member.
+    by_id = {f["id"]: f for f in summary["failures"]}
+    for cluster in summary.get("clusters") or clusters(summary["failures"]):
+        f = by_id[cluster["smallest"]]
+        others = [i for i in cluster["members"] if i != f["id"]]
         lines.append(
-            f"FAILURE {f['id']} [{failure_class}, {triage}, {confirmation_text(f)}] "
-            + (f"shrunk after {f['shrunk_after_s']} s, " if f["shrunk_after_s"] is not None else "")
-            + f"found {sum(g['found_by_shards'] for g in failures)} time(s): {message}\n    repro: {f['repro']}"
+            f"FAILURE {cluster['label']}\n    {cluster['folders']} folder(s), found {cluster['found']} time(s); "
+            f"smallest {f['id']} [{confirmation_text(f)}] "
+            + (f"shrunk after {f['shrunk_after_s']} s" if f["shrunk_after_s"] is not None else "")
+            + f": {f['message']}\n    repro: {f['repro']}"
             + (f"\n    blames {f['blames']}" if f.get("blames") else "")
-            + "".join(f"\n    also reduced to it: {variant}" for variant in f.get("variants", ())[:1])
             + "".join(f"\n    {line}" for line in f.get("resembles", ()))
-            + (
-                f"\n    the same in {len(failures) - 1} other network(s): {', '.join(g['id'] for g in failures[1:])}"
-                if failures[1:]
-                else ""
-            )
+            + (f"\n    the same in {len(others)} other network(s): {', '.join(others)}" if others else "")
         )
     lines += [
         f"FAILURE (not shrunk: the run was stopped first) {f['id']} [{f['class']}, {f['triage']}]: {f['message']}\n"

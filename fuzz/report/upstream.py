@@ -1,0 +1,390 @@
+"""A failure's upstream.py: the shortest code that still shows the bug, for a thunder maintainer.
+
+Plain torch and stock thunder, at most `MAX_LINES` lines: the network inlined as ordinary code (the builder's source
+with its constants inlined, docstrings, ``PlainNet`` and unused imports taken out), then the check a maintainer would
+write: a crash caught and its first line compared with the recorded one, `torch.testing.assert_close` against eager
+for a wrong result, against float64 for an accuracy gap. Exit status as repro.py's (so it bisects alike): 1 the
+recorded failure shows, 0 it does not, 2 anything else (an import error on another version, another exception).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+import torch
+
+from fuzz.generate.spec import NetSpec
+from fuzz.judge.oracle import ParityFailure, ThunderCrash
+from fuzz.judge.parity import TOLERANCES
+from fuzz.model_builder import network_source
+
+MAX_LINES = 40
+# The names network_source defines for its constants: inlined as values, their assignments dropped.
+_CONSTANTS = ("SEED", "DTYPE", "DEVICE", "INPUT_SHAPE", "OUTPUT_SHAPE", "OPTIMIZER", "BATCHES", "OUTPUT_SHAPES")
+# What a training spec's optimizer is, as code (`fuzz.run.passes.OPTIMIZERS`).
+_OPTIMIZERS = {
+    "sgd": "torch.optim.SGD(list(model.parameters()) or [torch.zeros(0)], lr=1e-2, momentum=0.9)",
+    "adamw": "torch.optim.AdamW(list(model.parameters()) or [torch.zeros(0)], lr=1e-3, weight_decay=1e-2)",
+}
+# An accuracy gap (bfloat16/float16) shows when thunderfx's error against float64 exceeds eager's this many times:
+# the harness measures per tensor and relative to each tensor's scale (4x to 17x on the registered gaps), this check the
+# largest absolute difference over all of them (2.7x on mish-bfloat16-grad-inaccurate's, where the harness saw 4.2x).
+_ACCURACY_FACTOR = 2
+
+
+class _Inlined(ast.NodeTransformer):
+    """The constants replaced by their values; ``checkpointing`` fixed to True unless the network is random."""
+
+    def __init__(self, values: dict[str, ast.expr], keep_flag: bool):
+        self.values, self.keep_flag = values, keep_flag
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if isinstance(node.ctx, ast.Load) and node.id in self.values:
+            return copy.deepcopy(self.values[node.id])
+        return node
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        return node if self.keep_flag or not _is_flag(node.test) else self.visit(node.body)
+
+    def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt]:
+        if self.keep_flag or not _is_flag(node.test):
+            return self.generic_visit(node)
+        return [self.visit(statement) for statement in node.body]
+
+
+class _Qualified(ast.NodeTransformer):
+    """``nn`` and ``F`` spelled ``torch.nn`` and ``torch.nn.functional``: two imports fewer."""
+
+    _MODULES = {"nn": "torch.nn", "F": "torch.nn.functional"}
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in self._MODULES and isinstance(node.ctx, ast.Load):
+            return ast.parse(self._MODULES[node.id], mode="eval").body
+        return node
+
+
+def _is_flag(test: ast.expr) -> bool:
+    return isinstance(test, ast.Name) and test.id == "checkpointing"
+
+
+def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
+    docstring = body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+    return (body[1:] or [ast.Pass()]) if docstring and isinstance(body[0].value.value, str) else body
+
+
+def _network(spec: NetSpec) -> tuple[list[ast.stmt], list[ast.stmt]]:
+    """The imports and the code of ``spec``'s network: classes and helpers, then (unless the network is random, which
+    keeps ``make_example(checkpointing)``) ``make_example``'s body at top level, which defines ``net``, ``x`` and
+    ``cotangent``; a spec that trains keeps ``make_batches()``."""
+    module = ast.parse(network_source(spec))
+    values = {
+        target.id: node.value
+        for node in module.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name) and target.id in _CONSTANTS
+    }
+    imports, code = [], []
+    for node in _Qualified().visit(_Inlined(values, spec.random).visit(module)).body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            imports.append(node)
+        elif isinstance(node, ast.Assign) and all(getattr(t, "id", None) in _CONSTANTS for t in node.targets):
+            continue
+        elif isinstance(node, ast.ClassDef) and node.name == "PlainNet" and not spec.random:
+            continue
+        elif isinstance(node, ast.FunctionDef) and node.name == "make_example" and not spec.random:
+            code += [s for s in _without_docstring(node.body) if not isinstance(s, ast.Return)]
+        else:
+            code.append(node)
+    for node in ast.walk(ast.Module(code, [])):
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            node.body = _without_docstring(node.body)
+    for _ in range(4):  # a helper's constants may come from another's, specialized the round before
+        before = ast.unparse(ast.Module(code, []))
+        code = _specialized(code)
+        if ast.unparse(ast.Module(code, [])) == before:
+            break
+    for node in code:
+        if isinstance(node, ast.ClassDef):  # an __init__ that only calls super().__init__() goes
+            node.body = [s for s in node.body if not _trivial_init(s)] or [ast.Pass()]
+    return imports, _referenced(code)
+
+
+def _specialized(code: list[ast.stmt]) -> list[ast.stmt]:
+    """``code`` with the builder's generic helpers specialized to the one case the network uses: a function or a
+    class every call of which passes the same constant for a parameter gets that constant in its body (a class's
+    ``self.<name>`` set from it, too), and branches on constants are folded away."""
+    calls = [n for n in ast.walk(ast.Module(code, [])) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+    for node in code:
+        function = node if isinstance(node, ast.FunctionDef) else _init_of(node)
+        sites = [c for c in calls if isinstance(node, ast.FunctionDef | ast.ClassDef) and c.func.id == node.name]
+        if function is None or not sites or function.args.vararg or function.args.kwarg:
+            continue
+        constants = _common_constants(function, sites, method=function is not node)
+        if not constants:
+            continue
+        attributes = _attributes_of(function, constants) if function is not node else {}
+        for site in sites:
+            _drop_arguments(site, function, list(constants), method=function is not node)
+        function.args.args = [a for a in function.args.args if a.arg not in constants]
+        function.args.defaults = function.args.defaults[len(function.args.defaults) - len(function.args.args) :]
+        function.args.kwonlyargs, function.args.kw_defaults = [], []
+        for a in function.args.args:
+            a.annotation = None
+        _Folded(constants, attributes).visit(node)
+    return code
+
+
+def _init_of(node: ast.stmt) -> ast.FunctionDef | None:
+    if isinstance(node, ast.ClassDef):
+        return next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+    return None
+
+
+def _common_constants(function: ast.FunctionDef, sites: list[ast.Call], method: bool) -> dict[str, ast.Constant]:
+    """The parameters of ``function`` every call in ``sites`` passes the same constant for."""
+    names = [a.arg for a in function.args.args][1 if method else 0 :]
+    common: dict[str, ast.Constant] | None = None
+    for site in sites:
+        passed = dict(zip(names, site.args, strict=False)) | {k.arg: k.value for k in site.keywords if k.arg}
+        here = {name: value for name, value in passed.items() if isinstance(value, ast.Constant)}
+        if common is None:
+            common = here
+        else:
+            common = {k: v for k, v in common.items() if k in here and here[k].value == v.value}
+    return common or {}
+
+
+def _attributes_of(init: ast.FunctionDef, constants: dict[str, ast.Constant]) -> dict[str, ast.Constant]:
+    """``self.<name>`` that ``init`` sets from ``constants`` (those assignments taken out)."""
+    attributes: dict[str, ast.Constant] = {}
+    kept = []
+    for statement in init.body:
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+            target, value = statement.targets[0], statement.value
+            pairs = (
+                list(zip(target.elts, value.elts, strict=False))
+                if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)
+                else [(target, value)]
+            )
+            if all(isinstance(t, ast.Attribute) and isinstance(v, ast.Name) and v.id in constants for t, v in pairs):
+                attributes |= {t.attr: constants[v.id] for t, v in pairs}
+                continue
+        kept.append(statement)
+    init.body = kept
+    return attributes
+
+
+def _drop_arguments(site: ast.Call, function: ast.FunctionDef, names: list[str], method: bool) -> None:
+    positional = [a.arg for a in function.args.args][1 if method else 0 :]
+    site.args = [a for name, a in zip(positional, site.args, strict=False) if name not in names]
+    site.keywords = [k for k in site.keywords if k.arg not in names]
+
+
+class _Folded(ast.NodeTransformer):
+    """Constants (and ``self.<attribute>`` set from them) substituted; comparisons, conditional expressions and
+    ``if`` statements on constants folded; statements after a ``return`` dropped."""
+
+    def __init__(self, constants: dict[str, ast.Constant], attributes: dict[str, ast.Constant]):
+        self.constants, self.attributes = constants, attributes
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return (
+            copy.deepcopy(self.constants[node.id])
+            if isinstance(node.ctx, ast.Load) and node.id in self.constants
+            else node
+        )
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        is_self = isinstance(node.value, ast.Name) and node.value.id == "self"
+        if is_self and isinstance(node.ctx, ast.Load) and node.attr in self.attributes:
+            return copy.deepcopy(self.attributes[node.attr])
+        return self.generic_visit(node)
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        node = self.generic_visit(node)
+        parts = [node.left, *node.comparators]
+        if len(node.ops) == 1 and all(isinstance(p, ast.Constant) for p in parts):
+            equal = parts[0].value == parts[1].value
+            if isinstance(node.ops[0], ast.Eq | ast.NotEq):
+                return ast.Constant(equal if isinstance(node.ops[0], ast.Eq) else not equal)
+        return node
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        node = self.generic_visit(node)
+        if isinstance(node.test, ast.Constant):
+            return node.body if node.test.value else node.orelse
+        return node
+
+    def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt]:
+        node = self.generic_visit(node)
+        if isinstance(node.test, ast.Constant):
+            return (node.body if node.test.value else node.orelse) or [ast.Pass()]
+        return node
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        node = super().generic_visit(node)
+        for field in ("body", "orelse"):
+            body = getattr(node, field, None)
+            if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+                ended = next((i for i, s in enumerate(body) if isinstance(s, ast.Return)), None)
+                kept = body if ended is None else body[: ended + 1]
+                setattr(node, field, [s for s in kept if not isinstance(s, ast.Pass)] or [ast.Pass()])
+        return node
+
+
+def _trivial_init(node: ast.stmt) -> bool:
+    return isinstance(node, ast.FunctionDef) and node.name == "__init__" and len(node.body) == 1
+
+
+def _referenced(code: list[ast.stmt]) -> list[ast.stmt]:
+    """``code`` without the top-level functions nothing else uses (the builder's helpers a network may not need)."""
+    while True:
+        used = {n.id for n in ast.walk(ast.Module(code, [])) if isinstance(n, ast.Name)}
+        unused = [
+            n for n in code if isinstance(n, ast.FunctionDef) and n.name not in used | {"make_batches", "make_example"}
+        ]
+        if not unused:
+            return code
+        code = [n for n in code if n not in unused]
+
+
+def _used_imports(imports: list[ast.stmt], used: set[str]) -> list[str]:
+    """``imports`` keeping only the names in ``used``, as source lines."""
+    lines = []
+    for node in imports:
+        names = [a for a in node.names if (a.asname or a.name).split(".")[0] in used]
+        if names:
+            kept = copy.copy(node)
+            kept.names = names
+            lines.append(ast.unparse(kept))
+    return lines
+
+
+def _run_function(spec: NetSpec, state: bool) -> list[str]:
+    """``run(model, fn)``: ``fn`` (``model`` itself or thunderfx of it) forward and backward, each training step with
+    its optimizer; returns what is compared: the output, the input's gradient, the parameters' gradients (after
+    training: the parameters) and the buffers."""
+    if spec.training is None:
+        return [
+            "def run(model, fn):",
+            "    x_ = x.detach().requires_grad_(x.requires_grad)",
+            *(["    torch.manual_seed(0)  # the same random numbers in each run"] if spec.random else []),
+            *(
+                [
+                    "    out = fn(x_)",
+                    "    buffers = [b.clone() for b in model.buffers()]  # after forward",
+                    "    out.backward(cotangent)",
+                    "    return [out, x_.grad, *(p.grad for p in model.parameters()), *buffers]",
+                ]
+                if state
+                else [
+                    "    (out := fn(x_)).backward(cotangent)",
+                    "    return [out, x_.grad, *(p.grad for p in model.parameters())]",
+                ]
+            ),
+        ]
+    return [
+        "def run(model, fn):",
+        f"    optimizer = {_OPTIMIZERS[spec.training.optimizer]}",
+        "    for x_, cotangent_ in [(x, cotangent), *make_batches()]:",
+        "        x_ = x_.detach().requires_grad_(x_.requires_grad)",
+        *(["        torch.manual_seed(0)  # the same random numbers in each run"] if spec.random else []),
+        "        optimizer.zero_grad()",
+        "        (out := fn(x_)).backward(cotangent_)",
+        "        optimizer.step()",
+        "    return [out, x_.grad, *(p.detach() for p in model.parameters()), *(b.clone() for b in model.buffers())]",
+    ]
+
+
+def _check(spec: NetSpec, failure: ParityFailure, thunder_version: str) -> list[str]:
+    """The lines that run eager and thunderfx and exit 1 where ``failure`` shows."""
+    seen = f"recorded on thunder {thunder_version}: {_first_line(failure)}"
+    if spec.random:  # eager and thunder draw different random numbers: thunderfx without checkpoints is the truth
+        setup = [
+            "net, x, cotangent = make_example(True)",
+            "plain = make_example(False)[0]",
+            "expected = run(plain, thunderfx(plain))",
+        ]
+    else:
+        setup = ["eager = copy.deepcopy(net)", "expected = run(eager, eager)"]
+    if isinstance(failure, ThunderCrash):
+        return [
+            f"RECORDED = {failure.crash_signature!r}",
+            "try:",
+            "    run(net, thunderfx(net))" if spec.training else "    thunderfx(net)(x).backward(cotangent)",
+            f"except Exception as error:  # {seen}",
+            '    first = re.sub(r"\\{[^{}]*\\}", "{...}", (str(error).strip().splitlines() or [""])[0])',
+            '    signature = f"{type(error).__name__}: "'
+            ' + re.sub(r"0x[0-9a-fA-F]+|\\d+(?:\\.\\d+)?", "#", first)[:200]',
+            "    sys.exit(print(signature) or (1 if signature == RECORDED else 2))",
+            'print("thunderfx runs: not reproduced")',
+        ]
+    if failure.failure_class == "timeout":
+        limit = failure.limit_s
+        return [
+            "thunderfx(torch.nn.Linear(1, 1))(torch.ones(1, 1)).sum().backward()  # thunder's one-off set-up first",
+            f"timer = threading.Timer({limit:g}, lambda: print('thunderfx still runs after {limit:g} s')"
+            " or os._exit(1))",
+            "timer.daemon = True",
+            "timer.start()",
+            "run(net, thunderfx(net))",
+            'print("thunderfx finished in time: not reproduced")',
+        ]
+    if failure.failure_class == "accuracy":
+        return [
+            "eager, double = copy.deepcopy(net), copy.deepcopy(net).double()",
+            "expected = run(eager, eager)",
+            "actual = run(net, thunderfx(net))",
+            "x, cotangent = x.double() if x.is_floating_point() else x, cotangent.double()",
+            "reference = run(double, double)",
+            "def error(result):  # the largest difference from the float64 reference",
+            "    return max((a.double() - r).abs().max().item() for a, r in zip(result, reference) if r is not None)",
+            'print(f"error against float64: thunderfx {error(actual):.3g}, eager {error(expected):.3g}")',
+            f"sys.exit(1 if error(actual) > {_ACCURACY_FACTOR} * error(expected) else 0)  # {seen}",
+        ]
+    rtol, atol = TOLERANCES[getattr(torch, spec.dtype)][:2]
+    return [
+        *setup,
+        "actual = run(net, thunderfx(net))",
+        "try:",
+        f"    torch.testing.assert_close(actual, expected, rtol={rtol:g}, atol={atol:g})  # the harness's tolerances",
+        f"except AssertionError as error:  # {seen}",
+        "    sys.exit(print(error) or 1)",
+        'print("thunderfx matches: not reproduced")',
+    ]
+
+
+def _first_line(failure: ParityFailure) -> str:
+    """The failure's first line, shortened for a comment."""
+    line = (str(failure).splitlines() or [""])[0]
+    return line if len(line) <= 160 else line[:157] + "..."
+
+
+def upstream_source(spec: NetSpec, failure: ParityFailure, title: str, thunder_version: str) -> str:
+    """``spec``'s upstream.py for ``failure`` (found on thunder ``thunder_version``), headed by ``title``."""
+    imports, code = _network(spec)
+    check = _check(spec, failure, thunder_version)
+    if any("run(" in line for line in check):
+        check = [*_run_function(spec, failure.failure_class == "state-divergence"), *check]
+    check_names = {n.id for n in ast.walk(ast.parse("\n".join(check))) if isinstance(n, ast.Name)}
+    used = {n.id for n in ast.walk(ast.Module(code, [])) if isinstance(n, ast.Name)} | check_names
+    ours = [name for name in ("copy", "os", "re", "sys", "threading") if name in used or name == "sys"]
+    if "os" not in ours:
+        ours.insert(0, "os")
+    header = [
+        f'"""{_docstring_safe(title)}',
+        'Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""',
+        f"import {', '.join(sorted(ours))}",
+        "sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected",
+        *_used_imports(imports, used),
+        "from thunder.dynamo import thunderfx",
+    ]
+    # No blank lines inside: MAX_LINES counts every line.
+    network = [line for node in code for line in ast.unparse(node).splitlines() if line.strip()]
+    return "\n".join([*header, *network, *check]) + "\n"
+
+
+def _docstring_safe(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"""', "'''")

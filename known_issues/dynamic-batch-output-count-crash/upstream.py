@@ -1,0 +1,52 @@
+"""dynamic batch output count crash
+Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+import os, re, sys
+sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
+import torch
+from thunder.dynamo import thunderfx
+def adapt(x, shape, low=0):
+    flat = x.reshape(-1)
+    count = 1
+    for size in shape:
+        count *= size
+    flat = torch.nn.functional.pad(flat, (0, max(0, count + 0 - flat.numel())))[0:0 + count]
+    wide = flat.reshape(shape).to(torch.promote_types(x.dtype, torch.float32))
+    return (low + (5.1318 - low) * (torch.tanh(wide) + 1) / 2).to(x.dtype)
+def fold(y, like):
+    parts = [t.reshape(-1) for t in (y if isinstance(y, (tuple, list)) else (y,)) if t.is_floating_point()]
+    flat = torch.cat(parts).to(like.dtype)
+    count = like.numel()
+    return torch.nn.functional.pad(flat, (0, max(0, count - flat.numel())))[:count].reshape(like.shape)
+class Net(torch.nn.Module):
+    def forward(self, x):
+        x = fold((adapt(x, (11,), -7.8569),), x)
+        return x
+torch.manual_seed(0)
+net = Net().to(device='cpu', dtype=torch.float32)
+generator = torch.Generator().manual_seed(0)
+x = torch.randn((1, 1), generator=generator).to(device='cpu', dtype=torch.float32).requires_grad_(True)
+cotangent = torch.randn((1, 1), generator=generator).to(device='cpu', dtype=torch.float32)
+def make_batches():
+    batches = []
+    for step in range(1, len([1, 2])):
+        generator = torch.Generator().manual_seed(0 + step)
+        input_shape, output_shape = (([1, 2][step], *(1, 1)[1:]), [(1, 1), (2, 1)][step])
+        x = torch.randn(input_shape, generator=generator).to(device='cpu', dtype=torch.float32).requires_grad_(True)
+        batches.append((x, torch.randn(output_shape, generator=generator).to(device='cpu', dtype=torch.float32)))
+    return batches
+def run(model, fn):
+    optimizer = torch.optim.SGD(list(model.parameters()) or [torch.zeros(0)], lr=1e-2, momentum=0.9)
+    for x_, cotangent_ in [(x, cotangent), *make_batches()]:
+        x_ = x_.detach().requires_grad_(x_.requires_grad)
+        optimizer.zero_grad()
+        (out := fn(x_)).backward(cotangent_)
+        optimizer.step()
+    return [out, x_.grad, *(p.detach() for p in model.parameters()), *(b.clone() for b in model.buffers())]
+RECORDED = 'AssertionError: '
+try:
+    run(net, thunderfx(net))
+except Exception as error:  # recorded on thunder 0.2.6: thunderfx raised AssertionError: 
+    first = re.sub(r"\{[^{}]*\}", "{...}", (str(error).strip().splitlines() or [""])[0])
+    signature = f"{type(error).__name__}: " + re.sub(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?", "#", first)[:200]
+    sys.exit(print(signature) or (1 if signature == RECORDED else 2))
+print("thunderfx runs: not reproduced")

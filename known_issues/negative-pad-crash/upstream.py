@@ -1,0 +1,40 @@
+"""negative pad crash
+Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+import os, re, sys
+sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
+import torch
+from torch.utils.checkpoint import checkpoint
+from thunder.dynamo import thunderfx
+def adapt(x, shape, low=0):
+    flat = x.reshape(-1)
+    count = 1
+    for size in shape:
+        count *= size
+    flat = torch.nn.functional.pad(flat, (0, max(0, count + 0 - flat.numel())))[0:0 + count]
+    wide = flat.reshape(shape).to(torch.promote_types(x.dtype, torch.float32))
+    return (low + (8.8524 - low) * (torch.tanh(wide) + 1) / 2).to(x.dtype)
+def fold(y, like):
+    parts = [t.reshape(-1) for t in (y if isinstance(y, (tuple, list)) else (y,)) if t.is_floating_point()]
+    flat = torch.cat(parts).to(like.dtype)
+    count = like.numel()
+    return torch.nn.functional.pad(flat, (0, max(0, count - flat.numel())))[:count].reshape(like.shape)
+class Net(torch.nn.Module):
+    def checkpointed0(self, x):
+        x = fold(torch.nn.functional.pad(adapt(x, (3, 3, 4, 2), -8.9526), (-1, -1), 'constant', -6.339331150054932), x)
+        return x
+    def forward(self, x):
+        x = checkpoint(self.checkpointed0, x, use_reentrant=False)
+        return x
+torch.manual_seed(5)
+net = Net().to(device='cpu', dtype=torch.float64)
+generator = torch.Generator().manual_seed(5)
+x = torch.randn((2, 4), generator=generator).to(device='cpu', dtype=torch.float64).requires_grad_(True)
+cotangent = torch.randn((2, 4), generator=generator).to(device='cpu', dtype=torch.float64)
+RECORDED = 'AssertionError: '
+try:
+    thunderfx(net)(x).backward(cotangent)
+except Exception as error:  # recorded on thunder 0.2.6: thunderfx raised AssertionError: 
+    first = re.sub(r"\{[^{}]*\}", "{...}", (str(error).strip().splitlines() or [""])[0])
+    signature = f"{type(error).__name__}: " + re.sub(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?", "#", first)[:200]
+    sys.exit(print(signature) or (1 if signature == RECORDED else 2))
+print("thunderfx runs: not reproduced")

@@ -1,0 +1,36 @@
+"""prelu zero dim weight crash
+Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+import os, re, sys
+sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
+import torch
+from thunder.dynamo import thunderfx
+def adapt(x, shape, low, high, offset=0):
+    flat = x.reshape(-1)
+    count = 1
+    for size in shape:
+        count *= size
+    flat = torch.nn.functional.pad(flat, (0, max(0, count + offset - flat.numel())))[offset:offset + count]
+    wide = flat.reshape(shape).to(torch.promote_types(x.dtype, torch.float32))
+    return (low + (high - low) * (torch.tanh(wide) + 1) / 2).to(x.dtype)
+def fold(y, like):
+    parts = [t.reshape(-1) for t in (y if isinstance(y, (tuple, list)) else (y,)) if t.is_floating_point()]
+    flat = torch.cat(parts).to(like.dtype)
+    count = like.numel()
+    return torch.nn.functional.pad(flat, (0, max(0, count - flat.numel())))[:count].reshape(like.shape)
+class Net(torch.nn.Module):
+    def forward(self, x):
+        x = fold(torch.prelu(adapt(x, (2,), -4.1572, -4.1572, 0), adapt(x, (), -0.378, -0.378, 1)), x)
+        return x
+torch.manual_seed(1)
+net = Net().to(device='cpu', dtype=torch.float32)
+generator = torch.Generator().manual_seed(1)
+x = torch.randn((1, 1), generator=generator).to(device='cpu', dtype=torch.float32).requires_grad_(True)
+cotangent = torch.randn((1, 1), generator=generator).to(device='cpu', dtype=torch.float32)
+RECORDED = "RuntimeError: shape '[#]' is invalid for input of size #"
+try:
+    thunderfx(net)(x).backward(cotangent)
+except Exception as error:  # recorded on thunder 0.2.6: thunderfx raised RuntimeError: shape '[1]' is invalid for input of size 2
+    first = re.sub(r"\{[^{}]*\}", "{...}", (str(error).strip().splitlines() or [""])[0])
+    signature = f"{type(error).__name__}: " + re.sub(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?", "#", first)[:200]
+    sys.exit(print(signature) or (1 if signature == RECORDED else 2))
+print("thunderfx runs: not reproduced")

@@ -1,0 +1,44 @@
+"""softmax bfloat16 grad inaccurate
+Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+import copy, os, sys
+sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
+import torch
+from torch.utils.checkpoint import checkpoint
+from thunder.dynamo import thunderfx
+def adapt(x, shape, low=0):
+    flat = x.reshape(-1)
+    count = 1
+    for size in shape:
+        count *= size
+    flat = torch.nn.functional.pad(flat, (0, max(0, count + 0 - flat.numel())))[0:0 + count]
+    wide = flat.reshape(shape).to(torch.promote_types(x.dtype, torch.float32))
+    return (low + (8.8407 - low) * (torch.tanh(wide) + 1) / 2).to(x.dtype)
+def fold(y, like):
+    parts = [t.reshape(-1) for t in (y if isinstance(y, (tuple, list)) else (y,)) if t.is_floating_point()]
+    flat = torch.cat(parts).to(like.dtype)
+    count = like.numel()
+    return torch.nn.functional.pad(flat, (0, max(0, count - flat.numel())))[:count].reshape(like.shape)
+class Net(torch.nn.Module):
+    def checkpointed0(self, x):
+        x = fold(torch.softmax(adapt(x, (2, 2), -6.0739), dim=1), x)
+        return x
+    def forward(self, x):
+        x = checkpoint(self.checkpointed0, x, use_reentrant=False)
+        return x
+torch.manual_seed(2)
+net = Net().to(device='cpu', dtype=torch.bfloat16)
+generator = torch.Generator().manual_seed(2)
+x = torch.randn((2, 4), generator=generator).to(device='cpu', dtype=torch.bfloat16).requires_grad_(True)
+cotangent = torch.randn((2, 4), generator=generator).to(device='cpu', dtype=torch.bfloat16)
+def run(model, fn):
+    x_ = x.detach().requires_grad_(x.requires_grad)
+    (out := fn(x_)).backward(cotangent)
+    return [out, x_.grad, *(p.grad for p in model.parameters())]
+eager = copy.deepcopy(net)
+expected = run(eager, eager)
+actual = run(net, thunderfx(net))
+try:
+    torch.testing.assert_close(actual, expected, rtol=0.008, atol=0.008)  # the harness's tolerances
+except AssertionError as error:  # recorded on thunder 0.2.6: grad of input: max abs diff 0.02254 on 1/8 elements (at flat index 2: 0.0517578 vs 0.0742965; max |float64 eager| 0.0743, slack 0.0132)
+    sys.exit(print(error) or 1)
+print("thunderfx matches: not reproduced")

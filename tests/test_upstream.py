@@ -1,0 +1,63 @@
+"""upstream.py (`fuzz.report.upstream`): the network it inlines is the builder's, its exit status is a repro's (1 the
+recorded failure shows, 0 not, 2 anything else), and each registry entry's committed draft is the current one."""
+
+import ast
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
+from fuzz.judge.harness import check_spec
+from fuzz.model_builder import build_example
+from fuzz.registry.drafts import RECORD, UPSTREAM, title
+from fuzz.registry.files import KNOWN_ISSUES_DIR, recorded_failure, recorded_spec
+from fuzz.registry.known_issues import KNOWN_ISSUES
+from fuzz.report.upstream import _network, upstream_source
+from tests.campaign_runs import fault_everywhere
+from tests.faults import injected
+
+TANH_IN_A_CHECKPOINT = NetSpec(features=4, batch=2, layers=[LayerSpec("tanh")], checkpoints=[CheckpointSpec(0, 1)])
+
+
+@pytest.mark.parametrize("issue", [i for i in KNOWN_ISSUES if not recorded_spec(i.id).random], ids=lambda i: i.id)
+def test_the_inlined_and_specialized_network_computes_what_the_builders_does(issue):
+    spec = recorded_spec(issue.id)
+    imports, code = _network(spec)
+    namespace: dict = {}
+    exec(compile(ast.Module([*imports, *code], []), "<upstream>", "exec"), namespace)
+    example = build_example(spec)
+    torch.testing.assert_close(namespace["net"](namespace["x"]), example.net(example.input), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("issue", KNOWN_ISSUES, ids=lambda i: i.id)
+def test_each_entry_has_its_current_upstream_py_and_its_recorded_exit_status(issue):
+    record = json.loads((KNOWN_ISSUES_DIR / issue.id / RECORD).read_text())
+    found_on = next(iter(record["exit"]))  # written on the thunder installed then, named in its comments
+    source = upstream_source(recorded_spec(issue.id), recorded_failure(issue.id), title(issue), found_on)
+    assert (KNOWN_ISSUES_DIR / issue.id / UPSTREAM).read_text() == source, "stale: python -m fuzz.registry.drafts ID"
+    assert record["lines"] == len(source.splitlines())
+    assert "fuzz" not in {n.names[0].name.split(".")[0] for n in ast.parse(source).body if isinstance(n, ast.Import)}
+
+
+def _run(directory, env=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": "", **(env or {})}
+    return subprocess.run(
+        [sys.executable, UPSTREAM], cwd=directory, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_upstream_py_exits_1_where_the_failure_shows_0_where_not_and_2_when_it_cannot_run(tmp_path):
+    with injected("tanh-grad-x2"):
+        failure = check_spec(TANH_IN_A_CHECKPOINT).failure
+    source = upstream_source(TANH_IN_A_CHECKPOINT, failure, "tanh gradient doubled", "0.2.6")
+    assert len(source.splitlines()) <= 40 and "torch.testing.assert_close" in source
+    (tmp_path / UPSTREAM).write_text(source)
+    shows = _run(tmp_path, fault_everywhere("tanh-grad-x2"))
+    assert shows.returncode == 1 and "Mismatched elements" in shows.stdout, shows.stdout + shows.stderr[-2000:]
+    assert _run(tmp_path).returncode == 0
+    (tmp_path / UPSTREAM).write_text(source.replace("import torch\n", "import torch\nimport no_such_module\n", 1))
+    assert _run(tmp_path).returncode == 2
