@@ -46,3 +46,32 @@ def test_networks_failing_the_same_way_are_one_cluster_and_warnings_are_counted_
     assert "warning, in 5 test item(s): UserWarning: determinism_check is not supported in Thunder" in lines
     assert lines.startswith("run r: ckpt-fuzz run") and lines.endswith("result: failed: 3 failure(s)")
     assert summary["replay_options"]["fuzz-layers"] == "tanh,relu" and summary["replay_options"]["fuzz-ops"] is None
+
+
+def test_report_against_an_earlier_run_says_which_clusters_are_new_gone_and_changed(tmp_path):
+    """`ckpt-fuzz report --against`: clusters compared by id; "previous" is the latest earlier run of the same
+    command; a run that is not there is a one-line error."""
+    import json
+
+    import pytest
+
+    from fuzz.report.clusters import CHANGES, compare_runs
+
+    def run(run_id: str, failures: list[dict], command: str = "ckpt-fuzz run") -> Path:
+        (tmp_path / run_id).mkdir()
+        (tmp_path / run_id / "summary.json").write_text(json.dumps({"command": command, "failures": failures}))
+        return tmp_path / run_id
+
+    run("20261201-000000-a", [_failure("a", "RuntimeError: boom"), _failure("c", "old bug")])
+    run("20261201-120000-k", [], command="ckpt-fuzz known-issues")  # not a campaign: not "previous"
+    later = run("20261202-000000-b", [_failure("a", "RuntimeError: boom"), _failure("b", "RuntimeError: boom")])
+    later_failures = json.loads((later / "summary.json").read_text())["failures"]
+    (later / "summary.json").write_text(
+        json.dumps({"command": "ckpt-fuzz run", "failures": [*later_failures, _failure("n", "new one")]})
+    )
+    lines = compare_runs(later, tmp_path, "previous")
+    assert lines[0] == "clusters since 20261201-000000-a: 1 new, 1 gone, 1 changed", lines
+    assert any(line.startswith("  CHANGED") and "1 -> 2 folder(s)" in line for line in lines)
+    assert json.loads((later / CHANGES).read_text())["earlier"] == "20261201-000000-a"
+    with pytest.raises(FileNotFoundError, match="no run folder with a summary.json at nowhere"):
+        compare_runs(later, tmp_path, "nowhere")

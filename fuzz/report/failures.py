@@ -86,7 +86,11 @@ def write_failure(
     directory.mkdir(parents=True, exist_ok=True)
     write_atomically(directory / "spec.json", spec_json)
     write_atomically(directory / "repro.py", repro_source(spec, failure, converter, executors))
-    write_atomically(directory / UPSTREAM, upstream_source(spec, failure, _title(spec, failure), _thunder_version()))
+    try:
+        upstream = upstream_source(spec, failure, _title(spec, failure), _thunder_version())
+    except Exception as error:  # (none in 1,500 drawn networks) the finding and its repro.py must not be lost to it
+        upstream = f"# upstream.py could not be written: {type(error).__name__}: {error}\nraise SystemExit(2)\n"
+    write_atomically(directory / UPSTREAM, upstream)
     write_atomically(
         directory / "failure.txt",
         "".join(f"{line}\n" for line in [f"{type(failure).__name__}: {failure}", *failure.resembles]),

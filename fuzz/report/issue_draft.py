@@ -48,9 +48,9 @@ def issue_markdown(draft: Draft) -> str:
     )
     bisected = []
     if draft.first_bad:
-        bisected.append(f"first bad: {draft.first_bad}")
+        bisected.append(f"first version showing it: {draft.first_bad}")
     if draft.fixed_in:
-        bisected.append(f"first good after it: {draft.fixed_in}")
+        bisected.append(f"first version without it: {draft.fixed_in}")
     references = [f"- same bug: {m}" for m in draft.matches] + [f"- related: {r}" for r in draft.related]
     checkpoint_specific = failure.triage == "checkpoint-specific"
     return f"""# [thunderfx] {draft.title}

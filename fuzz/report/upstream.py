@@ -108,7 +108,19 @@ def _network(spec: NetSpec) -> tuple[list[ast.stmt], list[ast.stmt]]:
     for node in code:
         if isinstance(node, ast.ClassDef):  # an __init__ that only calls super().__init__() goes
             node.body = [s for s in node.body if not _trivial_init(s)] or [ast.Pass()]
+    for node in ast.walk(ast.Module(code, [])):
+        if isinstance(node, ast.FunctionDef):
+            node.body = _returned_directly(node.body)
     return imports, _referenced(code)
+
+
+def _returned_directly(body: list[ast.stmt]) -> list[ast.stmt]:
+    """``x = <expr>; return x`` as ``return <expr>``."""
+    if len(body) >= 2 and isinstance(body[-1], ast.Return) and isinstance(body[-2], ast.Assign):
+        (target,), value, returned = body[-2].targets, body[-2].value, body[-1].value
+        if isinstance(target, ast.Name) and isinstance(returned, ast.Name) and returned.id == target.id:
+            return [*body[:-2], ast.Return(value)]
+    return body
 
 
 def _specialized(code: list[ast.stmt]) -> list[ast.stmt]:
@@ -374,8 +386,7 @@ def upstream_source(spec: NetSpec, failure: ParityFailure, title: str, thunder_v
     if "os" not in ours:
         ours.insert(0, "os")
     header = [
-        f'"""{_docstring_safe(title)}',
-        'Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""',
+        f'"""{_docstring_safe(title)}. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""',
         f"import {', '.join(sorted(ours))}",
         "sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected",
         *_used_imports(imports, used),

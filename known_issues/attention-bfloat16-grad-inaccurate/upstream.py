@@ -1,5 +1,4 @@
-"""attention bfloat16 grad inaccurate
-Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""attention bfloat16 grad inaccurate. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import copy, os, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
@@ -29,8 +28,7 @@ class Net(torch.nn.Module):
         x = self.layer0(x)
         x = self.layer1(x)
         x = self.layer2(x)
-        x = self.layer3(x)
-        return x
+        return self.layer3(x)
 torch.manual_seed(2)
 net = Net().to(device='cpu', dtype=torch.bfloat16)
 generator = torch.Generator().manual_seed(2)

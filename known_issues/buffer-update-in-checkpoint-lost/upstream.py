@@ -1,5 +1,4 @@
-"""buffer update in checkpoint lost
-Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""buffer update in checkpoint lost. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import copy, os, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
@@ -18,11 +17,9 @@ class Net(torch.nn.Module):
         super().__init__()
         self.layer0 = BufferUpdate()
     def checkpointed0(self, x):
-        x = self.layer0(x)
-        return x
+        return self.layer0(x)
     def forward(self, x):
-        x = checkpoint(self.checkpointed0, x, use_reentrant=False)
-        return x
+        return checkpoint(self.checkpointed0, x, use_reentrant=False)
 torch.manual_seed(0)
 net = Net().to(device='cpu', dtype=torch.float32)
 generator = torch.Generator().manual_seed(0)

@@ -1,5 +1,4 @@
-"""dropout in checkpoint fresh mask
-Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""dropout in checkpoint fresh mask. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import os, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
@@ -10,15 +9,12 @@ class Net(torch.nn.Module):
         super().__init__()
         self.layer0 = torch.nn.Dropout(0.5)
     def checkpointed0(self, x):
-        x = self.layer0(x)
-        return x
+        return self.layer0(x)
     def forward(self, x):
-        x = checkpoint(self.checkpointed0, x, use_reentrant=False)
-        return x
+        return checkpoint(self.checkpointed0, x, use_reentrant=False)
 class PlainNet(Net):
     def forward(self, x):
-        x = self.checkpointed0(x)
-        return x
+        return self.checkpointed0(x)
 def make_example(checkpointing=True):
     torch.manual_seed(0)
     net = (Net if checkpointing else PlainNet)().to(device='cpu', dtype=torch.float32)

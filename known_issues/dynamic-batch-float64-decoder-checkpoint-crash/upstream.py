@@ -1,5 +1,4 @@
-"""dynamic batch float64 decoder checkpoint crash
-Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""dynamic batch float64 decoder checkpoint crash. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import os, re, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import functools
@@ -77,8 +76,7 @@ class Net(torch.nn.Module):
         self.layer0 = DecoderBlock()
     def forward(self, x):
         x = self.embed(x)
-        x = self.layer0(x)
-        return x
+        return self.layer0(x)
 torch.manual_seed(0)
 net = Net().to(device='cpu', dtype=torch.float64)
 targets = [net.layer0]

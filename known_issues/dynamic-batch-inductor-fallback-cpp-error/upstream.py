@@ -1,5 +1,4 @@
-"""dynamic batch inductor fallback cpp error
-Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""dynamic batch inductor fallback cpp error. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import os, re, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
@@ -24,8 +23,7 @@ class Net(torch.nn.Module):
         return (x, x.mean(dim=-1, keepdim=True))
     def forward(self, x):
         x, aux = checkpoint(self.checkpointed0, x, use_reentrant=False, determinism_check='none')
-        x = x + aux
-        return x
+        return x + aux
 torch.manual_seed(2441)
 net = Net().to(device='cpu', dtype=torch.float32)
 generator = torch.Generator().manual_seed(2441)

@@ -1,5 +1,4 @@
-"""gelu after op bfloat16 inaccurate
-Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""gelu after op bfloat16 inaccurate. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import copy, os, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
@@ -10,8 +9,7 @@ class Net(torch.nn.Module):
         self.layer1 = torch.nn.GELU()
     def forward(self, x):
         x = torch.log_softmax(x, dim=-1)
-        x = self.layer1(x)
-        return x
+        return self.layer1(x)
 torch.manual_seed(0)
 net = Net().to(device='cpu', dtype=torch.bfloat16)
 generator = torch.Generator().manual_seed(0)

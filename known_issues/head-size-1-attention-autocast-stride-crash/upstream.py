@@ -1,5 +1,4 @@
-"""head size 1 attention autocast stride crash
-Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""head size 1 attention autocast stride crash. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import os, re, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch

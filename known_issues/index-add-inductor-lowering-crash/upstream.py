@@ -1,5 +1,4 @@
-"""index add inductor lowering crash
-Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""index add inductor lowering crash. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import os, re, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
@@ -26,11 +25,9 @@ def fold(y, like):
     return torch.nn.functional.pad(flat, (0, max(0, count - flat.numel())))[:count].reshape(like.shape)
 class Net(torch.nn.Module):
     def checkpointed0(self, x):
-        x = fold(torch.index_add(adapt(x, (4, 2, 3), -6.0328), dim=2, index=torch.tensor(1, dtype=torch.int32, device=x.device), source=spread(x, (4, 2, 1), -7.9953)), x)
-        return x
+        return fold(torch.index_add(adapt(x, (4, 2, 3), -6.0328), dim=2, index=torch.tensor(1, dtype=torch.int32, device=x.device), source=spread(x, (4, 2, 1), -7.9953)), x)
     def forward(self, x):
-        x = checkpoint(self.checkpointed0, x, use_reentrant=False)
-        return x
+        return checkpoint(self.checkpointed0, x, use_reentrant=False)
 torch.manual_seed(12)
 net = Net().to(device='cpu', dtype=torch.float32)
 generator = torch.Generator().manual_seed(12)

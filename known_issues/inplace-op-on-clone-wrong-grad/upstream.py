@@ -1,5 +1,4 @@
-"""inplace op on clone wrong grad
-Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""inplace op on clone wrong grad. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import copy, os, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
@@ -23,8 +22,7 @@ class Net(torch.nn.Module):
         self.layer0 = torch.nn.Linear(1, 3, bias=False)
     def forward(self, x):
         x = self.layer0(x)
-        x = fold(adapt(x, (11,), -5.0685).clone().abs_(), x)
-        return x
+        return fold(adapt(x, (11,), -5.0685).clone().abs_(), x)
 torch.manual_seed(0)
 net = Net().to(device='cpu', dtype=torch.float32)
 generator = torch.Generator().manual_seed(0)

@@ -1,5 +1,4 @@
-"""inplace silu wrong grad
-Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""inplace silu wrong grad. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import copy, os, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
@@ -9,8 +8,7 @@ class Net(torch.nn.Module):
         super().__init__()
         self.layer0 = torch.nn.Sequential(torch.nn.Linear(1, 1), torch.nn.SiLU(inplace=True))
     def forward(self, x):
-        x = self.layer0(x)
-        return x
+        return self.layer0(x)
 torch.manual_seed(0)
 net = Net().to(device='cpu', dtype=torch.float32)
 generator = torch.Generator().manual_seed(0)

@@ -1,5 +1,4 @@
-"""inplace update in checkpoint wrong grad
-Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""inplace update in checkpoint wrong grad. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import copy, os, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
@@ -20,12 +19,10 @@ class Net(torch.nn.Module):
         self.layer0 = InplaceResidual()
         self.layer1 = torch.nn.ReLU()
     def checkpointed0(self, x):
-        x = self.layer0(x)
-        return x
+        return self.layer0(x)
     def forward(self, x):
         x = checkpoint(self.checkpointed0, x, use_reentrant=False)
-        x = self.layer1(x)
-        return x
+        return self.layer1(x)
 torch.manual_seed(0)
 net = Net().to(device='cpu', dtype=torch.float32)
 generator = torch.Generator().manual_seed(0)

@@ -1,5 +1,4 @@
-"""inplace view then view read crash
-Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""inplace view then view read crash. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import os, re, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
@@ -19,8 +18,7 @@ class Net(torch.nn.Module):
         super().__init__()
         self.layer0 = ViewUpdate()
     def forward(self, x):
-        x = self.layer0(x)
-        return x
+        return self.layer0(x)
 torch.manual_seed(0)
 net = Net().to(device='cpu', dtype=torch.float32)
 generator = torch.Generator().manual_seed(0)

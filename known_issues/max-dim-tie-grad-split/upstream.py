@@ -1,5 +1,4 @@
-"""max dim tie grad split
-Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""max dim tie grad split. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import copy, os, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
@@ -35,8 +34,7 @@ class Net(torch.nn.Module):
         x = self.layer0(x)
         x = fold(adapt(x, (4, 4), -8.8439, 8.9584, 0).to(adapt(x, (2, 2), -2.3905, 8.8586, 1)), x)
         x = self.layer2(x)
-        x = fold(adapt(x, (2, 3, 1), -1000.0, 1000.0, 0).max(0), x)
-        return x
+        return fold(adapt(x, (2, 3, 1), -1000.0, 1000.0, 0).max(0), x)
 torch.manual_seed(24335)
 net = Net().to(device='cpu', dtype=torch.float32)
 generator = torch.Generator().manual_seed(24335)

@@ -1,5 +1,4 @@
-"""narrow then inplace crash
-Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""narrow then inplace crash. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import os, re, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
@@ -10,8 +9,7 @@ class Net(torch.nn.Module):
         self.layer1 = torch.nn.Sequential(torch.nn.Linear(1, 1), torch.nn.ReLU(inplace=True))
     def forward(self, x):
         x = torch.cat([x.narrow(-1, 0, x.shape[-1] - 0), x.narrow(-1, 0, 0)], dim=-1)
-        x = self.layer1(x)
-        return x
+        return self.layer1(x)
 torch.manual_seed(0)
 net = Net().to(device='cpu', dtype=torch.float32)
 generator = torch.Generator().manual_seed(0)

@@ -1,5 +1,4 @@
-"""reentrant checkpoint unsupported
-Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""reentrant checkpoint unsupported. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import os, sys, threading
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
@@ -12,11 +11,9 @@ class Net(torch.nn.Module):
         self.layer1 = torch.nn.Tanh()
     def checkpointed0(self, x):
         x = self.layer0(x)
-        x = self.layer1(x)
-        return x
+        return self.layer1(x)
     def forward(self, x):
-        x = checkpoint(self.checkpointed0, x, use_reentrant=True)
-        return x
+        return checkpoint(self.checkpointed0, x, use_reentrant=True)
 torch.manual_seed(0)
 net = Net().to(device='cpu', dtype=torch.float32)
 generator = torch.Generator().manual_seed(0)

@@ -1,5 +1,4 @@
-"""sdpa fully masked row nan
-Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""sdpa fully masked row nan. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import copy, os, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
@@ -20,11 +19,9 @@ def fold(y, like):
     return torch.nn.functional.pad(flat, (0, max(0, count - flat.numel())))[:count].reshape(like.shape)
 class Net(torch.nn.Module):
     def checkpointed0(self, x):
-        x = fold(torch.nn.functional.scaled_dot_product_attention(adapt(x, (2, 3, 2, 2), -8.831, 8.1455, 0), adapt(x, (2, 3, 3, 2), -8.1667, 7.9602, 1), adapt(x, (2, 3, 3, 3), -8.9114, 8.4254, 2), attn_mask=torch.tensor([[True, False, False], [False, False, False]], dtype=torch.bool, device=x.device), dropout_p=0.0, is_causal=False), x)
-        return x
+        return fold(torch.nn.functional.scaled_dot_product_attention(adapt(x, (2, 3, 2, 2), -8.831, 8.1455, 0), adapt(x, (2, 3, 3, 2), -8.1667, 7.9602, 1), adapt(x, (2, 3, 3, 3), -8.9114, 8.4254, 2), attn_mask=torch.tensor([[True, False, False], [False, False, False]], dtype=torch.bool, device=x.device), dropout_p=0.0, is_causal=False), x)
     def forward(self, x):
-        x = checkpoint(self.checkpointed0, x, use_reentrant=False)
-        return x
+        return checkpoint(self.checkpointed0, x, use_reentrant=False)
 torch.manual_seed(5)
 net = Net().to(device='cpu', dtype=torch.float64)
 generator = torch.Generator().manual_seed(5)

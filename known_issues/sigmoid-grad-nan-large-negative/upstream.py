@@ -1,5 +1,4 @@
-"""sigmoid grad nan large negative
-Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""sigmoid grad nan large negative. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import copy, os, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
@@ -23,8 +22,7 @@ class Net(torch.nn.Module):
         self.layer1 = torch.nn.Sigmoid()
     def forward(self, x):
         x = fold(torch.sinh(adapt(x, (11,), -7.1632)), x)
-        x = self.layer1(x)
-        return x
+        return self.layer1(x)
 torch.manual_seed(0)
 net = Net().to(device='cpu', dtype=torch.float32)
 generator = torch.Generator().manual_seed(0)
