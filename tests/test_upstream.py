@@ -61,3 +61,20 @@ def test_upstream_py_exits_1_where_the_failure_shows_0_where_not_and_2_when_it_c
     assert _run(tmp_path).returncode == 0
     (tmp_path / UPSTREAM).write_text(source.replace("import torch\n", "import torch\nimport no_such_module\n", 1))
     assert _run(tmp_path).returncode == 2
+
+
+def test_specializing_keeps_each_default_with_its_parameter_and_never_substitutes_a_reassigned_one():
+    from fuzz.report.specialize import specialized
+
+    code = ast.parse(
+        "def f(x, scale, low, offset=0, *, mode='a'):\n"
+        "    scale = scale * 2\n"
+        "    return x * scale + low + offset if mode == 'a' else x\n"
+        "y = f(1.0, 3.0, 4.0, 0, mode='a') + f(2.0, 3.0, 5.0, 0, mode='a')\n"
+    ).body
+    source = ast.unparse(ast.Module(specialized(code), []))
+    assert "def f(x, scale, low):" in source and "scale = scale * 2" in source, source  # offset and mode folded
+    assert "return x * scale + low + 0" in source, source
+    namespace: dict = {}
+    exec(source, namespace)
+    assert namespace["y"] == 1.0 * 6 + 4 + 2.0 * 6 + 5

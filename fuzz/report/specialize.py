@@ -23,13 +23,23 @@ def specialized(code: list[ast.stmt]) -> list[ast.stmt]:
         attributes = _attributes_of(function, constants) if function is not node else {}
         for site in sites:
             _drop_arguments(site, function, list(constants), method=function is not node)
-        function.args.args = [a for a in function.args.args if a.arg not in constants]
-        function.args.defaults = function.args.defaults[len(function.args.defaults) - len(function.args.args) :]
-        function.args.kwonlyargs, function.args.kw_defaults = [], []
-        for a in function.args.args:
+        _drop_parameters(function.args, constants)
+        for a in [*function.args.args, *function.args.kwonlyargs]:
             a.annotation = None
         _Folded(constants, attributes).visit(node)
     return code
+
+
+def _drop_parameters(arguments: ast.arguments, constants: dict[str, ast.Constant]) -> None:
+    """The parameters named in ``constants`` taken out of ``arguments``, each other one keeping its own default."""
+    positional = arguments.args
+    with_default = [a.arg for a in positional[len(positional) - len(arguments.defaults) :]]
+    defaults = dict(zip(with_default, arguments.defaults, strict=True))
+    arguments.args = [a for a in positional if a.arg not in constants]
+    arguments.defaults = [defaults[a.arg] for a in arguments.args if a.arg in defaults]
+    keyword_only = zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)
+    keywords = [(a, d) for a, d in keyword_only if a.arg not in constants]
+    arguments.kwonlyargs, arguments.kw_defaults = [a for a, _ in keywords], [d for _, d in keywords]
 
 
 def _init_of(node: ast.stmt) -> ast.FunctionDef | None:
@@ -40,11 +50,12 @@ def _init_of(node: ast.stmt) -> ast.FunctionDef | None:
 
 def _common_constants(function: ast.FunctionDef, sites: list[ast.Call], method: bool) -> dict[str, ast.Constant]:
     """The parameters of ``function`` every call in ``sites`` passes the same constant for."""
-    names = [a.arg for a in function.args.args][1 if method else 0 :]
+    assigned = {n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    names = [a.arg for a in [*function.args.args, *function.args.kwonlyargs]][1 if method else 0 :]
     common: dict[str, ast.Constant] | None = None
     for site in sites:
         passed = dict(zip(names, site.args, strict=False)) | {k.arg: k.value for k in site.keywords if k.arg}
-        here = {name: value for name, value in passed.items() if isinstance(value, ast.Constant)}
+        here = {n: v for n, v in passed.items() if isinstance(v, ast.Constant) and n in names and n not in assigned}
         if common is None:
             common = here
         else:

@@ -6,7 +6,7 @@ import torch
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, apply_activation_checkpointing, checkpoint_wrapper
 from thunder.dynamo import thunderfx
 class RMSNorm(torch.nn.Module):
-    def __init__(self=1e-06) -> None:
+    def __init__(self) -> None:
         super().__init__()
         self.weight = torch.nn.Parameter(torch.ones(2))
     def forward(self, x):

@@ -3,7 +3,7 @@ import copy, os, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
 from thunder.dynamo import thunderfx
-def adapt(x, shape, low=0):
+def adapt(x, shape, low):
     flat = x.reshape(-1)
     count = 1
     for size in shape:

@@ -5,7 +5,7 @@ import functools
 import torch
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 from thunder.dynamo import thunderfx
-def adapt(x, shape, low=0):
+def adapt(x, shape, low):
     flat = x.reshape(-1)
     count = 1
     for size in shape:

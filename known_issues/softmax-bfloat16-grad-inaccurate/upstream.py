@@ -4,7 +4,7 @@ sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: any
 import torch
 from torch.utils.checkpoint import checkpoint
 from thunder.dynamo import thunderfx
-def adapt(x, shape, low=0):
+def adapt(x, shape, low):
     flat = x.reshape(-1)
     count = 1
     for size in shape:
