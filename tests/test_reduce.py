@@ -2,9 +2,10 @@
 
 import time
 
+from fuzz.generate.ops import tensor_literals
 from fuzz.generate.reduce import reduce_spec, with_plumbing, without_randomness
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
-from fuzz.model_builder import network_source
+from fuzz.model_builder import build_example, network_source
 from fuzz.report.failures import blames
 
 
@@ -149,3 +150,32 @@ def test_each_layer_alone_is_tried_once_where_one_deletion_at_a_time_gets_stuck(
     assert reduced == NetSpec(features=1, layers=[LayerSpec("tanh")], checkpoints=[CheckpointSpec(0, 1)])
     # The relus alone (one network), the tanh alone, then the tanh without its checkpoint: no jump on the second pass.
     assert len(checked) == 3
+
+
+def _runs_matmul_in_eager(spec: NetSpec) -> bool:
+    if spec.layers[0].params.get("op") != "matmul":
+        return False
+    try:
+        example = build_example(spec)
+        example.net(example.input).backward(example.cotangent)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _op_shapes(spec: NetSpec) -> list[list[int]]:
+    params = spec.layers[0].params
+    return [t["tensor"] for t in tensor_literals([*params["args"], *params["kwargs"].values()])]
+
+
+def test_an_op_calls_tensors_shrink_to_the_smallest_shapes_that_still_fail():
+    # A matmul's inner dimension must stay equal in both arguments: each size changes in all of them at once, and a
+    # call the smaller shapes break fails in eager (a real run here), which no candidate survives.
+    a, b = {**_T3, "tensor": [5, 4]}, {**_T2, "tensor": [4, 3]}
+    spec = NetSpec(features=3, layers=[_op("matmul", a, b)], checkpoints=[CheckpointSpec(0, 1)])
+    assert _runs_matmul_in_eager(spec)
+    assert _op_shapes(reduce_spec(spec, _runs_matmul_in_eager)) == [[1, 1], [1, 1]]
+    # A failure that needs the rows of the first argument keeps two of them (the largest size goes first, to 1, then
+    # to 2); the other sizes still go to 1.
+    needs_rows = lambda s: _runs_matmul_in_eager(s) and _op_shapes(s)[0][0] >= 2  # noqa: E731
+    assert _op_shapes(reduce_spec(spec, needs_rows)) == [[2, 1], [1, 1]]

@@ -5,8 +5,9 @@ Hypothesis's shrinker works on the choice sequence and can stop in a local minim
 the spec itself: it tries no training steps (or fewer, one batch size, SGD), replacing each op layer by its
 plumbing twin (the op replaced by identity, `fuzz.generate.ops.plumbing_params`), deleting each layer and each
 checkpoint, replacing a layer that has parameters (an MLP with a tanh inside, the plumbing twin) by a simpler
-parameter-free kind, and going back to the plain float input, float32 and the smallest batch, width and image,
-keeping a candidate when it is valid and still fails in the same class, until nothing more goes.
+parameter-free kind, and going back to the plain float input, float32, the smallest batch, width and image and an
+op's smallest tensor arguments, keeping a candidate when it is valid and still fails in the same class, until
+nothing more goes.
 
 The blame: every pass tries the plumbing twins first, past the check and time budget, so an op layer in a
 reduced spec is one whose twin passed in that very network: the op, not its plumbing, is what fails. The first pass
@@ -19,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from typing import Any
 
 from fuzz.generate import axes, ops, program
 from fuzz.generate.layers import LAYER_KINDS
@@ -110,6 +112,10 @@ def _simpler_training(spec: NetSpec) -> Iterator[NetSpec]:
         yield replace(spec, training=replace(training, optimizer=OPTIMIZERS[0]))
 
 
+def _with_layer(spec: NetSpec, index: int, layer: LayerSpec) -> NetSpec:
+    return replace(spec, layers=[*spec.layers[:index], layer, *spec.layers[index + 1 :]])
+
+
 def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
     yield from _simpler_training(spec)
     # Nothing random: a failure its deterministic twin shows is that twin's (`fuzz.judge.harness`), and its repro
@@ -119,14 +125,7 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
     # Toward thunder's sample: each op layer's varied argument put back (fuzz.generate.axes).
     for index, layer in enumerate(spec.layers):
         if "mutation" in layer.params:
-            yield replace(
-                spec,
-                layers=[
-                    *spec.layers[:index],
-                    replace(layer, params=axes.reverted(layer.params)),
-                    *spec.layers[index + 1 :],
-                ],
-            )
+            yield _with_layer(spec, index, replace(layer, params=axes.reverted(layer.params)))
     for index in range(len(spec.layers)):
         yield _without_layer(spec, index)
     for index in range(len(spec.checkpoints)):
@@ -138,7 +137,7 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
             for name in order[: order.index(layer.kind)]:
                 if not LAYER_KINDS[name].params:
                     simpler = replace(layer, kind=name, params={}, frozen=False)
-                    yield replace(spec, layers=[*spec.layers[:index], simpler, *spec.layers[index + 1 :]])
+                    yield _with_layer(spec, index, simpler)
     # The plain input: float features that require grad, no embedding.
     if spec.vocab is not None or not spec.input_requires_grad:
         yield replace(spec, vocab=None, input_requires_grad=True)
@@ -149,6 +148,36 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
     for field, smallest in (("batch", 1), ("features", 1), ("spatial", spec.spatial and [1] * len(spec.spatial))):
         if getattr(spec, field) != smallest:
             yield _refitted(_with_first_batch(replace(spec, **{field: smallest})))
+    yield from _smaller_op_tensors(spec)
+
+
+def _with_size(value: Any, size: int, new: int) -> Any:
+    """``value`` (an op layer's params, nested) with every dimension of ``size`` of its tensor arguments ``new``."""
+    if isinstance(value, dict):
+        if "tensor" in value:
+            return {**value, "tensor": [new if d == size else d for d in value["tensor"]]}
+        return {key: _with_size(item, size, new) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_with_size(item, size, new) for item in value]
+    return value
+
+
+def _smaller_op_tensors(spec: NetSpec) -> Iterator[NetSpec]:
+    """Each op layer's tensor arguments smaller, toward the smallest shape that still fails: every dimension of one
+    size made 1 (then 2), the largest size first, in all the call's tensor arguments at once (and in its recorded
+    mutation), so that dimensions the op needs equal (broadcast, a matmul's inner one) stay equal. A call the smaller
+    shapes break fails in eager, which no candidate survives."""
+    for index, layer in enumerate(spec.layers):
+        if "op" not in layer.params:
+            continue
+        literals = ops.tensor_literals([*layer.params["args"], *layer.params["kwargs"].values()])
+        for size in sorted({d for t in literals for d in t["tensor"] if d > 1}, reverse=True):
+            for new in (1, 2) if size > 2 else (1,):
+                params = _with_size(layer.params, size, new)
+                smaller = ops.tensor_literals([*params["args"], *params["kwargs"].values()])
+                # An expanded argument is made with a size-1 dimension where it has its first size above 1.
+                if all(max(t["tensor"], default=1) > 1 for t in smaller if t.get("layout") == "expanded"):
+                    yield _with_layer(spec, index, replace(layer, params=params))
 
 
 def _with_first_batch(spec: NetSpec) -> NetSpec:
