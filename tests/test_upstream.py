@@ -3,6 +3,7 @@ recorded failure shows, 0 not, 2 anything else), and each registry entry's commi
 
 import ast
 import json
+import math
 import os
 import subprocess
 import sys
@@ -27,7 +28,7 @@ TANH_IN_A_CHECKPOINT = NetSpec(features=4, batch=2, layers=[LayerSpec("tanh")], 
 def test_the_inlined_and_specialized_network_computes_what_the_builders_does(issue):
     spec = recorded_spec(issue.id)
     imports, code = _network(spec)
-    namespace: dict = {}
+    namespace: dict = {"math": math}  # (upstream_source's header imports it with os and sys)
     exec(compile(ast.Module([*imports, *code], []), "<upstream>", "exec"), namespace)
     example = build_example(spec)
     torch.testing.assert_close(namespace["net"](namespace["x"]), example.net(example.input), rtol=0, atol=0)
@@ -78,3 +79,14 @@ def test_specializing_keeps_each_default_with_its_parameter_and_never_substitute
     namespace: dict = {}
     exec(source, namespace)
     assert namespace["y"] == 1.0 * 6 + 4 + 2.0 * 6 + 5
+
+
+def test_a_checkpointed_method_that_only_applies_one_layer_goes_unless_something_else_calls_it():
+    _, code = _network(TANH_IN_A_CHECKPOINT)
+    source = ast.unparse(ast.Module(code, []))
+    assert "checkpoint(self.layer0, x, use_reentrant=False)" in source and "def checkpointed0" not in source
+    # A random network keeps PlainNet, which calls the method itself (no checkpoint there).
+    dropout = NetSpec(features=4, layers=[LayerSpec("dropout", {"p": "0.5"})], checkpoints=[CheckpointSpec(0, 1)])
+    _, code = _network(dropout)
+    source = ast.unparse(ast.Module(code, []))
+    assert "checkpoint(self.checkpointed0, x" in source and "return self.checkpointed0(x)" in source

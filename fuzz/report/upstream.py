@@ -32,6 +32,22 @@ _OPTIMIZERS = {
 # the harness measures per tensor and relative to each tensor's scale (4x to 17x on the registered gaps), this check the
 # largest absolute difference over all of them (2.7x on mish-bfloat16-grad-inaccurate's, where the harness saw 4.2x).
 _ACCURACY_FACTOR = 2
+# The op plumbing of `fuzz.generate.blocks`, computing the same values in fewer lines (its loops as math.prod, one
+# name less): it is most of an op entry's lines (tests/test_upstream.py checks each entry's network computes the
+# builder's values, bit for bit).
+_SHORTER_HELPERS = """
+def adapt(x, shape, low, high, offset=0):
+    count = math.prod(shape)
+    flat = F.pad(x.reshape(-1), (0, max(0, count + offset - x.numel())))[offset : offset + count]
+    wide = flat.reshape(shape).to(torch.promote_types(x.dtype, torch.float32))
+    return (low + (high - low) * (torch.tanh(wide) + 1) / 2).to(x.dtype)
+def spread(x, shape, low, high):
+    steps = torch.arange(math.prod(shape), device=x.device, dtype=torch.promote_types(x.dtype, torch.float32))
+    return (low + (high - low) * steps / max(math.prod(shape) - 1, 1)).reshape(shape).to(x.dtype)
+def fold(y, like):
+    flat = torch.cat([t.reshape(-1) for t in (y if isinstance(y, (tuple, list)) else (y,)) if t.is_floating_point()])
+    return F.pad(flat.to(like.dtype), (0, max(0, like.numel() - flat.numel())))[: like.numel()].reshape(like.shape)
+"""
 
 
 class _Inlined(ast.NodeTransformer):
@@ -79,6 +95,8 @@ def _network(spec: NetSpec) -> tuple[list[ast.stmt], list[ast.stmt]]:
     keeps ``make_example(checkpointing)``) ``make_example``'s body at top level, which defines ``net``, ``x`` and
     ``cotangent``; a spec that trains keeps ``make_batches()``."""
     module = ast.parse(network_source(spec))
+    shorter = {node.name: node for node in ast.parse(_SHORTER_HELPERS).body if isinstance(node, ast.FunctionDef)}
+    module.body = [shorter.get(getattr(node, "name", None), node) for node in module.body]
     values = {
         target.id: node.value
         for node in module.body
@@ -112,6 +130,7 @@ def _network(spec: NetSpec) -> tuple[list[ast.stmt], list[ast.stmt]]:
     for node in ast.walk(ast.Module(code, [])):
         if isinstance(node, ast.FunctionDef):
             node.body = _returned_directly(node.body)
+    _checkpoint_modules_directly(code)
     code = _referenced(code)
     ast.fix_missing_locations(ast.Module(code, []))  # (the nodes made here: the code compiles as it unparses)
     return imports, code
@@ -124,6 +143,39 @@ def _returned_directly(body: list[ast.stmt]) -> list[ast.stmt]:
         if isinstance(target, ast.Name) and isinstance(returned, ast.Name) and returned.id == target.id:
             return [*body[:-2], ast.Return(value)]
     return body
+
+
+def _checkpoint_modules_directly(code: list[ast.stmt]) -> None:
+    """A method that only returns one of its class's layers applied to its one argument (``def checkpointed0(self, x):
+    return self.layer0(x)``) goes where nothing but ``checkpoint(...)`` uses it: that checkpoints the layer
+    (``checkpoint(self.layer0, x, ...)``)."""
+    methods: dict[str, str] = {}
+    for cls in (node for node in code if isinstance(node, ast.ClassDef)):
+        for node in cls.body:
+            if isinstance(node, ast.FunctionDef) and node.name != "forward" and len(node.args.args) == 2:
+                returned = node.body[0].value if len(node.body) == 1 and isinstance(node.body[0], ast.Return) else None
+                layer = (
+                    returned.func.attr
+                    if isinstance(returned, ast.Call) and isinstance(returned.func, ast.Attribute)
+                    else ""
+                )
+                if layer and ast.unparse(returned) == f"self.{layer}({node.args.args[1].arg})":
+                    methods[node.name] = layer
+    module = ast.Module(code, [])
+    uses = [n for n in ast.walk(module) if isinstance(n, ast.Attribute) and n.attr in methods]
+    checkpointed = [
+        n.args[0]
+        for n in ast.walk(module)
+        if isinstance(n, ast.Call) and ast.unparse(n.func) == "checkpoint" and n.args
+    ]
+    # A method used other than as what checkpoint(...) runs stays (PlainNet calls it directly).
+    elsewhere = {use.attr for use in uses if all(use is not first for first in checkpointed)}
+    methods = {name: layer for name, layer in methods.items() if name not in elsewhere}
+    uses = [use for use in uses if use.attr in methods]
+    for use in uses:
+        use.attr = methods[use.attr]
+    for cls in (node for node in code if isinstance(node, ast.ClassDef)):
+        cls.body = [node for node in cls.body if getattr(node, "name", None) not in methods]
 
 
 def _trivial_init(node: ast.stmt) -> bool:
@@ -262,7 +314,7 @@ def upstream_source(spec: NetSpec, failure: ParityFailure, title: str, thunder_v
         check = [*_run_function(spec, failure.failure_class == "state-divergence"), *check]
     check_names = {n.id for n in ast.walk(ast.parse("\n".join(check))) if isinstance(n, ast.Name)}
     used = {n.id for n in ast.walk(ast.Module(code, [])) if isinstance(n, ast.Name)} | check_names
-    ours = [name for name in ("copy", "os", "re", "sys", "threading") if name in used or name == "sys"]
+    ours = [name for name in ("copy", "math", "os", "re", "sys", "threading") if name in used or name == "sys"]
     if "os" not in ours:
         ours.insert(0, "os")
     header = [

@@ -1,22 +1,17 @@
 """binary op zero dim tensor crash. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
-import os, re, sys
+import math, os, re, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
 from torch.utils.checkpoint import checkpoint
 from thunder.dynamo import thunderfx
 def adapt(x, shape, low, high, offset=0):
-    flat = x.reshape(-1)
-    count = 1
-    for size in shape:
-        count *= size
-    flat = torch.nn.functional.pad(flat, (0, max(0, count + offset - flat.numel())))[offset:offset + count]
+    count = math.prod(shape)
+    flat = torch.nn.functional.pad(x.reshape(-1), (0, max(0, count + offset - x.numel())))[offset:offset + count]
     wide = flat.reshape(shape).to(torch.promote_types(x.dtype, torch.float32))
     return (low + (high - low) * (torch.tanh(wide) + 1) / 2).to(x.dtype)
 def fold(y, like):
-    parts = [t.reshape(-1) for t in (y if isinstance(y, (tuple, list)) else (y,)) if t.is_floating_point()]
-    flat = torch.cat(parts).to(like.dtype)
-    count = like.numel()
-    return torch.nn.functional.pad(flat, (0, max(0, count - flat.numel())))[:count].reshape(like.shape)
+    flat = torch.cat([t.reshape(-1) for t in (y if isinstance(y, (tuple, list)) else (y,)) if t.is_floating_point()])
+    return torch.nn.functional.pad(flat.to(like.dtype), (0, max(0, like.numel() - flat.numel())))[:like.numel()].reshape(like.shape)
 class Net(torch.nn.Module):
     def checkpointed0(self, x):
         return fold(torch.add(adapt(x, (4, 4), -8.4911, 5.2469, 0), adapt(x, (), -4.1989, -4.1989, 1)), x)

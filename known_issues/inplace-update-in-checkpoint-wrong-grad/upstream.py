@@ -18,10 +18,8 @@ class Net(torch.nn.Module):
         super().__init__()
         self.layer0 = InplaceResidual()
         self.layer1 = torch.nn.ReLU()
-    def checkpointed0(self, x):
-        return self.layer0(x)
     def forward(self, x):
-        x = checkpoint(self.checkpointed0, x, use_reentrant=False)
+        x = checkpoint(self.layer0, x, use_reentrant=False)
         return self.layer1(x)
 torch.manual_seed(0)
 net = Net().to(device='cpu', dtype=torch.float32)

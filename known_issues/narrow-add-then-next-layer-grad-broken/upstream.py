@@ -19,11 +19,9 @@ class Net(torch.nn.Module):
         super().__init__()
         self.layer0 = ViewUpdate()
         self.layer1 = torch.nn.ReLU()
-    def checkpointed0(self, x):
-        return self.layer1(x)
     def forward(self, x):
         x = self.layer0(x)
-        return checkpoint(self.checkpointed0, x, use_reentrant=False)
+        return checkpoint(self.layer1, x, use_reentrant=False)
 torch.manual_seed(0)
 net = Net().to(device='cpu', dtype=torch.float32)
 generator = torch.Generator().manual_seed(0)

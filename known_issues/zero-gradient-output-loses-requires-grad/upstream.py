@@ -1,22 +1,17 @@
 """zero gradient output loses requires grad. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
-import os, re, sys
+import math, os, re, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
 from torch.utils.checkpoint import checkpoint
 from thunder.dynamo import thunderfx
 def adapt(x, shape, low):
-    flat = x.reshape(-1)
-    count = 1
-    for size in shape:
-        count *= size
-    flat = torch.nn.functional.pad(flat, (0, max(0, count + 0 - flat.numel())))[0:0 + count]
+    count = math.prod(shape)
+    flat = torch.nn.functional.pad(x.reshape(-1), (0, max(0, count + 0 - x.numel())))[0:0 + count]
     wide = flat.reshape(shape).to(torch.promote_types(x.dtype, torch.float32))
     return (low + (8.4226 - low) * (torch.tanh(wide) + 1) / 2).to(x.dtype)
 def fold(y, like):
-    parts = [t.reshape(-1) for t in (y if isinstance(y, (tuple, list)) else (y,)) if t.is_floating_point()]
-    flat = torch.cat(parts).to(like.dtype)
-    count = like.numel()
-    return torch.nn.functional.pad(flat, (0, max(0, count - flat.numel())))[:count].reshape(like.shape)
+    flat = torch.cat([t.reshape(-1) for t in (y if isinstance(y, (tuple, list)) else (y,)) if t.is_floating_point()])
+    return torch.nn.functional.pad(flat.to(like.dtype), (0, max(0, like.numel() - flat.numel())))[:like.numel()].reshape(like.shape)
 class Net(torch.nn.Module):
     def checkpointed0(self, x):
         return fold(torch.ceil(adapt(x, (11,), -8.9301)), x)
