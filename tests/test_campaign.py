@@ -11,7 +11,7 @@ from thunder.dynamo.utils import _torch_to_thunder_function_map
 
 import fuzz.campaign.budget
 from fuzz.campaign.config import CampaignConfig
-from fuzz.campaign.engine import Campaign
+from fuzz.campaign.engine import SHORTENED, Campaign
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.generate.sweep import sweep_specs
 from fuzz.judge.oracle import GradientDivergence
@@ -52,7 +52,7 @@ def test_while_shrinking_a_step_far_slower_than_the_failure_is_rejected_not_repo
     start = time.monotonic()
     slow, _ = campaign._outcome(_tanh(features=4), ())
     assert time.monotonic() - start < limit + 20
-    assert not slow.valid and slow.invalid_reason == "over the time limit while shrinking" and slow.failure is None
+    assert not slow.valid and slow.invalid_reason == SHORTENED and slow.failure is None
 
 
 def test_a_progress_line_only_when_examples_ran_since_the_last_one(tmp_path):
@@ -109,18 +109,39 @@ def test_op_sweep_cases_whose_plumbing_fails_alike_are_one_failure_blamed_on_no_
 
 
 def test_the_op_sweep_gets_what_its_cases_need_at_most_half_the_budget():
-    budget = fuzz.campaign.budget.ItemBudget(minutes=10, workers=2, timeout_s=None)  # 1,200 worker-seconds
+    budget = fuzz.campaign.budget.ItemBudget(minutes=10, workers=2, timeout_s=None)
+    total = 2 * (600 - fuzz.campaign.budget.CLOSING_S)  # worker-seconds, the closing reserve taken out
     case_s, share = fuzz.campaign.budget.SWEEP_CASE_S, fuzz.campaign.budget.SWEEP_MAX_SHARE
 
-    def item_s(sweep: bool) -> float:
-        budget.start_item(sweep)
+    def item_s(sweep: bool, weight: float = 1.0) -> float:
+        budget.start_item(sweep, weight)
         return budget.deadline - time.monotonic()
 
     budget.set_items(24, sweep_items=8, sweep_cases=2_000)  # a whole sweep: more than half the budget
-    assert abs(8 * item_s(True) - share * 1_200) < 1 and abs(16 * item_s(False) - (1 - share) * 1_200) < 1
+    assert abs(8 * item_s(True) - share * total) < 1 and abs(16 * item_s(False) - (1 - share) * total) < 1
     budget.set_items(24, sweep_items=8, sweep_cases=20)  # a few ops' sweep: the random families get the rest
-    assert abs(8 * item_s(True) - 20 * case_s) < 1 and abs(16 * item_s(False) - (1_200 - 20 * case_s)) < 1
+    assert abs(8 * item_s(True) - 20 * case_s) < 1 and abs(16 * item_s(False) - (total - 20 * case_s)) < 1
     budget.set_items(8, sweep_items=8, sweep_cases=20)  # the sweep alone (-k op_sweep): the whole budget
-    assert abs(8 * item_s(True) - 1_200) < 1
+    assert abs(8 * item_s(True) - total) < 1
     budget.set_items(16)  # no sweep: an even split
-    assert abs(16 * item_s(False) - 1_200) < 1
+    assert abs(16 * item_s(False) - total) < 1
+    budget.set_items(14 + 7 * 2 / 7)  # 2 shards of 7 families, and a zoo test per architecture weighing 2/7
+    assert abs(14 * item_s(False) + 7 * item_s(False, 2 / 7) - total) < 1
+
+
+def test_the_budget_counts_from_the_commands_start_and_ends_every_item_there():
+    # A process that started 100 s ago with a 2-minute budget: 10 s are left before the closing reserve.
+    budget = fuzz.campaign.budget.ItemBudget(minutes=2, workers=1, timeout_s=120.0, started_at=time.time() - 100)
+    assert abs(budget.left_s() - (120 - 100 - fuzz.campaign.budget.CLOSING_S)) < 1
+    budget.set_items(1)
+    budget.start_item()
+    assert abs(budget.deadline - budget.end) < 0.01  # its share is what is left
+    # No example runs past the end (a second at least), and a failure's shrinking stops FINISHING_S before it.
+    assert 9 <= budget.example_timeout_s() <= 10.5 and budget.capped(5.0) == 5.0
+    budget.failures.append(object())
+    assert not budget.may_generate() and budget.cut_short == 1
+    late = fuzz.campaign.budget.ItemBudget(minutes=2, workers=1, timeout_s=120.0, started_at=time.time() - 130)
+    assert late.example_timeout_s() == 1.0 and late.spent() is False  # (no item started: no deadline)
+    late.set_items(1)
+    late.start_item()
+    assert late.spent()

@@ -1,4 +1,10 @@
-"""One test item's (shard's) share of a campaign's wall-clock budget, and the time limit of its examples."""
+"""One test item's (shard's) share of a campaign's wall-clock budget, and the time limit of its examples.
+
+``--fuzz-minutes N`` is wall time from the command's start to its summary: every process ends at the same end
+(`ItemBudget.end`), whatever its items' shares say, with time reserved for what ends the run (the summary, the report)
+and for what finishes a finding (the reduction, the confirmation); an example never runs past the end (its time limit
+shortened, a time-out then not counted), and a finding whose shrinking would is kept as it is, unshrunk, and said so.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +22,12 @@ SWEEP_MAX_SHARE = 0.5
 # 1.4 s over a 93-case slice (docs/op-axes.md); the sweep's share is sized by it, so a small sweep (a few ops)
 # leaves the rest of the budget to the random families.
 SWEEP_CASE_S = 2.0
+# Reserved at the end of the budget for what ends the run after the last example (workers' teardown, the summary,
+# report.html); before that, FINISHING_S in which Hypothesis no longer shrinks but the spec-level reduction and the
+# confirmation (a fresh interpreter: thunder's import, a compile, upstream.py: 15-25 s measured) of what was shrunk
+# still run.
+CLOSING_S = 10.0
+FINISHING_S = 30.0
 
 
 class ItemBudget:
@@ -24,52 +36,78 @@ class ItemBudget:
     the budget; and what the current item found so far, which decides whether it may go on and how long its examples
     may take."""
 
-    def __init__(self, minutes: float | None, workers: int, timeout_s: float | None) -> None:
+    def __init__(
+        self, minutes: float | None, workers: int, timeout_s: float | None, started_at: float | None = None
+    ) -> None:
+        """``started_at``: when the command started (`time.time`; default now): the budget ends ``minutes`` after."""
         self._minutes, self._workers, self._timeout_s = minutes, workers, timeout_s
+        # The ends, on this process's monotonic clock.
+        ago = time.time() - (started_at or time.time())
+        self.end = float("inf") if minutes is None else time.monotonic() - ago + 60 * minutes - CLOSING_S
+        self.cut_short = 0  # 1 once the end of the budget cut this item's shrinking short
         self._item_s: float | None = None
         self._sweep_item_s: float | None = None
         self.deadline = float("inf")
         self.failures: list[Outcome] = []  # this item's unexpected failures (the campaign appends them)
         self._validity = [0, 0]  # this item's examples: valid, invalid
 
-    def set_items(self, items: int, sweep_items: int = 0, sweep_cases: int = 0) -> None:
-        """The campaign has ``items`` test items (all families' shards) to share the budget, ``sweep_items`` of them the
-        op sweep's, which runs ``sweep_cases`` cases in all: those get what the cases need (`SWEEP_CASE_S` each), at
-        most `SWEEP_MAX_SHARE` of the budget; the other items share the rest evenly."""
+    def set_items(self, items: float, sweep_items: int = 0, sweep_cases: int = 0) -> None:
+        """The campaign has ``items`` test items (all families' shards, each weighted, `start_item`) to share what is
+        left of the budget, ``sweep_items`` of them the op sweep's, which runs ``sweep_cases`` cases in all: those get
+        what the cases need (`SWEEP_CASE_S` each), at most `SWEEP_MAX_SHARE` of the budget; the other items share the
+        rest evenly."""
         if self._minutes is None or not items:
             self._item_s = self._sweep_item_s = None
             return
-        total_s, others = 60 * self._minutes * self._workers, items - sweep_items
+        total_s, others = max(0.0, self.left_s()) * self._workers, items - sweep_items
         sweep_s = min(SWEEP_MAX_SHARE * total_s, SWEEP_CASE_S * sweep_cases) if others else total_s
         self._sweep_item_s = sweep_s / sweep_items if sweep_items else None
         self._item_s = (total_s - sweep_s) / others if others else None
 
-    def start_item(self, sweep: bool = False) -> None:
-        """A new test item starts (``sweep``: one of the op sweep's): it gets its share of the budget, and nothing
-        found before counts."""
+    def start_item(self, sweep: bool = False, weight: float = 1.0) -> None:
+        """A new test item starts (``sweep``: one of the op sweep's): it gets its share of the budget (``weight`` times
+        an item's), and nothing found before counts."""
         self.failures.clear()
         self._validity = [0, 0]
+        self.cut_short = 0
         if (item_s := self._sweep_item_s if sweep else self._item_s) is not None:
-            self.deadline = time.monotonic() + item_s
+            self.deadline = min(time.monotonic() + weight * item_s, self.end)
 
-    def count(self, outcome: Outcome) -> None:
-        """Count an example of the current item as valid or not."""
-        self._validity[not outcome.valid] += 1
+    def count(self, outcome: Outcome, cut: bool = False) -> None:
+        """Count an example of the current item as valid or not (not at all when ``cut``: the budget's end cut it)."""
+        if not cut:
+            self._validity[not outcome.valid] += 1
 
     def spent(self) -> bool:
         """Whether the current item's share is used up."""
         return time.monotonic() >= self.deadline
 
     def may_generate(self) -> bool:
-        """False once the current item's share is spent, unless it has found a failure (its shrinking goes on)."""
-        return bool(self.failures) or not self.spent()
+        """False once the current item's share is spent, unless it has found a failure: its shrinking goes on until
+        `FINISHING_S` before the end of the budget, then it is cut short (`cut_short`: this item's finding is kept as
+        it is)."""
+        if not self.failures:
+            return not self.spent()
+        if self.left_s() > FINISHING_S:
+            return True
+        self.cut_short = 1
+        return False
+
+    def left_s(self) -> float:
+        """Seconds until the budget ends, its closing reserve taken out (inf without a budget)."""
+        return self.end - time.monotonic()
 
     def found_only_invalid_networks(self) -> bool:
         """The current item ran examples and every one of them was invalid (a harness that rejects everything)."""
         return self._validity[1] > 0 and not self._validity[0]
 
     def example_timeout_s(self) -> float | None:
-        """The per-example limit: once the item found a failure (not a timeout), a few times its slowest failure.
+        """The per-example limit (`shrinking_timeout_s`), never past the end of the budget (`capped`)."""
+        return self.capped(self.shrinking_timeout_s())
+
+    def shrinking_timeout_s(self) -> float | None:
+        """The campaign's per-example limit; once the item found a failure (not a timeout), a few times its slowest
+        failure.
 
         A shrinking step far slower than the failure being shrunk is a different behaviour (thunder's
         slow error paths take minutes); paying the full limit on each such step would stall shrinking.
@@ -78,3 +116,10 @@ class ItemBudget:
         if not failures or any(isinstance(o.failure, ExampleTimeout) for o in failures) or limit is None:
             return limit
         return min(limit, max(SHRINKING_TIMEOUT_FLOOR_S, SHRINKING_TIMEOUT_FACTOR * max(o.seconds for o in failures)))
+
+    def capped(self, limit: float | None) -> float | None:
+        """``limit`` cut to what is left of the budget (at least a second: an example then overruns by that at most).
+        A time-out under a limit shortened so is no finding."""
+        if self._minutes is None:
+            return limit
+        return min(limit or float("inf"), max(1.0, self.left_s()))

@@ -32,6 +32,7 @@ class CampaignConfig:
     database: str = ""  # where the example database is (a directory or redis://...)
     command: str = ""  # the command line that started the run, as the summary records it
     minutes: float | None = None
+    started_at: float | None = None  # when the command started (time.time()): --fuzz-minutes counts from there
     timeout_s: float | None = 120.0
     shards: int = 8
     profile: str = "dev"

@@ -47,6 +47,7 @@ from fuzz.strategies import OP_KINDS, net_specs
 
 _STATS_EVERY_S = 10.0
 _REMEMBERED_OUTCOMES = 512  # per item; outcomes hold no tensors
+SHORTENED = "over its time limit, shortened while shrinking or at the end of the budget"
 
 
 class Campaign(Findings):
@@ -58,9 +59,9 @@ class Campaign(Findings):
         self.folder = RunFolder(config.run_dir)
         self.worker = worker
         self.stats = CampaignStats()
-        self.started = time.time()
+        self.started = config.started_at or time.time()  # the command's start (the summary's wall time counts from it)
         self._stats_written = 0.0
-        self.budget = ItemBudget(config.minutes, workers, config.timeout_s)
+        self.budget = ItemBudget(config.minutes, workers, config.timeout_s, config.started_at)
         self.budget.set_items(config.shards)
         self._outcomes: dict[str, tuple[Outcome, bool]] = {}  # spec JSON -> outcome, reproduced a known issue
         self._unshrunk: dict[str, Path] = {}
@@ -72,10 +73,10 @@ class Campaign(Findings):
         self.summary_exit_status: int | None = None  # the exit status the written summary's result agrees with
         on_phase_change(lambda phase: self.folder.mark_phase(self.worker, phase))
 
-    def start_item(self, sweep: bool = False) -> None:
-        """A new test item (shard; ``sweep``: of the op sweep) starts: its share of the budget, nothing remembered
-        from the last one."""
-        self.budget.start_item(sweep)
+    def start_item(self, sweep: bool = False, weight: float = 1.0) -> None:
+        """A new test item (shard; ``sweep``: of the op sweep) starts: its share of the budget (``weight`` times a
+        shard's), nothing remembered from the last one."""
+        self.budget.start_item(sweep, weight)
         self._outcomes.clear()
 
     def run_example(self, spec: NetSpec, limit_s: float | None = None) -> ParityFailure | None:
@@ -93,7 +94,7 @@ class Campaign(Findings):
             event(f"skipped, known issue: {', '.join(issue.id for issue in known)}")
             reject()
         outcome, reproduced = self._outcome(spec, known, limit_s)
-        self.budget.count(outcome)
+        self.budget.count(outcome, cut=outcome.invalid_reason == SHORTENED)
         if not outcome.valid:
             event(f"invalid: {outcome.invalid_reason}")
             reject()
@@ -133,16 +134,17 @@ class Campaign(Findings):
         if (seen := self._outcomes.get(key)) is not None:
             self.stats.repeats += 1
             return seen
-        timeout_s = self.budget.example_timeout_s()
-        # While shrinking, a time-out only rejects the step: no second run to confirm it.
-        shrinking = timeout_s != self.config.timeout_s
-        timeout_s = limit_s if limit_s and not shrinking else timeout_s
+        limit = self.budget.shrinking_timeout_s()
+        shrinking = limit != self.config.timeout_s
+        wanted = limit_s if limit_s and not shrinking else limit
+        timeout_s = self.budget.capped(wanted)
+        # While shrinking or near the end of the budget, a time-out only rejects the example: no second run.
+        shortened = shrinking or timeout_s != wanted
         with self._in_flight(spec, timeout_s):
             outcome = check_spec(
-                spec, converter=self.config.converter, timeout_s=timeout_s, rerun_timeouts=not (shrinking or limit_s)
+                spec, converter=self.config.converter, timeout_s=timeout_s, rerun_timeouts=not (shortened or limit_s)
             )
-        if shrinking and isinstance(outcome.failure, ExampleTimeout):
-            outcome = replace(outcome, valid=False, invalid_reason="over the time limit while shrinking", failure=None)
+        outcome = _no_finding_if_shortened(outcome, shortened)
         reproduced = self.record(outcome, known)
         if outcome.failure is not None:
             _release_frames(outcome.failure)  # kept in memory: keep no tensors alive through its tracebacks
@@ -214,8 +216,10 @@ class Campaign(Findings):
         known = known_issues_for(spec)
         if self._skipped_as_known(known):
             return None
-        with self._in_flight(spec):
-            outcome = check_spec(spec, converter=self.config.converter, timeout_s=self.config.timeout_s)
+        limit = self.budget.capped(self.config.timeout_s)
+        with self._in_flight(spec, limit):
+            outcome = check_spec(spec, converter=self.config.converter, timeout_s=limit)
+        outcome = _no_finding_if_shortened(outcome, limit != self.config.timeout_s)
         if self.record(outcome, known) or outcome.failure is None:  # passed, or a known issue reproduced
             return None
         _release_frames(outcome.failure)
@@ -315,6 +319,13 @@ class Campaign(Findings):
         self.latest_problem = self.folder.write_summary(summary)
         self.summary_exit_status = exit_status
         return summary
+
+
+def _no_finding_if_shortened(outcome: Outcome, shortened: bool) -> Outcome:
+    """``outcome``, rejected where it timed out under a limit that shrinking or the end of the budget shortened."""
+    if shortened and isinstance(outcome.failure, ExampleTimeout):
+        return replace(outcome, valid=False, invalid_reason=SHORTENED, failure=None)
+    return outcome
 
 
 def _stop_if_interrupted() -> None:

@@ -28,6 +28,9 @@ from fuzz.run.runner import THUNDER_PHASE, hard_limit
 # then its triage): measured on the new-kinds campaign, 50 checks took minutes per failure and a 2-minute budget
 # ran for 10 minutes with a dozen distinct failures.
 REDUCE_SECONDS = 60.0
+# A confirmation needs about this long (a fresh interpreter imports thunder, compiles, then runs upstream.py: 15-25 s
+# measured); with less of the budget left it is not started.
+CONFIRM_MIN_S = 15.0
 
 
 class Findings:
@@ -69,14 +72,17 @@ class Findings:
         interrupted run keeps a repro; the final one replaces it.
         """
         if current_build_context().is_final:
-            spec, failure = self._reduce_and_write(spec, failure)
+            spec, failure = self._reduce_and_write(spec, failure, reduce=not self.budget.cut_short)
         elif failure.signature not in self._unshrunk:
             unshrunk = self._write_failure(self.config.run_dir / UNSHRUNK, spec, failure)
             self._unshrunk[failure.signature] = unshrunk
         return repro_source(spec, failure, self.config.converter, self.config.executors)
 
-    def _reduce_and_write(self, spec: NetSpec, failure: ParityFailure) -> tuple[NetSpec, ParityFailure]:
-        """Reduce a failure (`_reduced`) and write it (`_write_final_failure`); returns what was written.
+    def _reduce_and_write(
+        self, spec: NetSpec, failure: ParityFailure, reduce: bool = True
+    ) -> tuple[NetSpec, ParityFailure]:
+        """Reduce a failure (`_reduced`; not when not ``reduce``: the end of the budget cut its shrinking short, and it
+        is listed as unshrunk) and write it (`_write_final_failure`); returns what was written.
 
         On disk while it is reduced, in this process's own folder: should the worker die there, the summary lists it
         (`RunFolder.written_failures`)."""
@@ -84,31 +90,36 @@ class Findings:
             self.config.run_dir, spec, failure, f"{REDUCING}-{self.worker}-{failure_id(spec, failure)}"
         )
         try:
-            spec, failure = self._reduced(spec, failure)
+            if reduce:
+                spec, failure = self._reduced(spec, failure)
         except KeyboardInterrupt:  # the run is being stopped: keep the network as it came, unconfirmed
             self._write_final_failure(spec, failure, confirming=False)
             raise
         finally:
             shutil.rmtree(reducing, ignore_errors=True)
-        self._write_final_failure(spec, failure)
+        self._write_final_failure(spec, failure, unshrunk=not reduce)
         return spec, failure
 
-    def _write_final_failure(self, spec: NetSpec, failure: ParityFailure, confirming: bool = True) -> Path:
+    def _write_final_failure(
+        self, spec: NetSpec, failure: ParityFailure, confirming: bool = True, unshrunk: bool = False
+    ) -> Path:
         """Write a failure that is as small as it gets to its folder, list it in the summary, then confirm it in a
         fresh interpreter (unless turned off, or not ``confirming``); returns the folder. Listed first: a run stopped
         while confirming keeps it."""
         directory = self._write_failure(self.config.run_dir, spec, failure)
         unchecked = Confirmation(None, STOPPED_FIRST) if self.config.confirm else None
-        record = self.stats.record_final_failure(
-            failure_record(spec, failure, directory), time.time() - self.started, unchecked
-        )
+        listed = {**failure_record(spec, failure, directory), **({"unshrunk": True} if unshrunk else {})}
+        record = self.stats.record_final_failure(listed, time.time() - self.started, unchecked)
         if unshrunk := self._unshrunk.pop(failure.signature, None):
             shutil.rmtree(unshrunk, ignore_errors=True)
         if confirming and self.config.confirm:
             # The same network again (another op whose plumbing fails alike, `_reduced`): confirmed once.
             if (confirmation := self._confirmations.get(directory)) is None:
-                limit = hard_limit(self.config.timeout_s) if self.config.timeout_s else None
-                confirmation = self._confirmations[directory] = confirm(directory, failure, limit or 600.0)
+                limit = min(hard_limit(self.config.timeout_s) if self.config.timeout_s else 600.0, self.budget.left_s())
+                if limit < CONFIRM_MIN_S:
+                    confirmation = Confirmation(None, "not checked: the budget ran out first (run repro.py by hand)")
+                else:
+                    confirmation = self._confirmations[directory] = confirm(directory, failure, limit)
             self.stats.set_confirmation(record, confirmation)
         return directory
 
@@ -127,7 +138,7 @@ class Findings:
 
         def still_fails(candidate: NetSpec) -> bool:
             # One run per check, within the reduction's own bound: a slow thunder error path ends the check.
-            limit = min(self.config.timeout_s or REDUCE_SECONDS, REDUCE_SECONDS)
+            limit = min(self.config.timeout_s or REDUCE_SECONDS, REDUCE_SECONDS, max(1.0, self.budget.left_s()))
             with self._in_flight(candidate, limit):  # a death inside thunder here is a finding of its own
                 outcome = check_spec(candidate, converter=self.config.converter, timeout_s=limit, rerun_timeouts=False)
             same = outcome.failure is not None and outcome.failure.signature == failure.signature
@@ -143,7 +154,9 @@ class Findings:
             plumbing = failure_id(spec, failure)
             if (earlier := self._plumbing_reductions.get(plumbing)) is not None:
                 return earlier
-        reduced = reduce_spec(spec, still_fails, max_seconds=REDUCE_SECONDS)
+        # Within the budget, leaving the confirmation its time.
+        seconds = max(0.0, min(REDUCE_SECONDS, self.budget.left_s() - CONFIRM_MIN_S))
+        reduced = reduce_spec(spec, still_fails, max_seconds=seconds)
         if (reduced_failure := found.get(id(reduced))) is not None:
             note_resemblance(reduced_failure, reduced, known_issues_for(reduced))  # (a fresh run: noted again)
         result = reduced, reduced_failure or failure

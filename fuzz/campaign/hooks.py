@@ -20,13 +20,14 @@ from fuzz.campaign.config import CampaignConfig, resolve_device
 from fuzz.campaign.database import DatabaseError, default_location, open_database
 from fuzz.campaign.engine import Campaign
 from fuzz.campaign.gpus import VISIBLE_DEVICES, checked_workers_per_gpu, gpu_of_worker, visible_gpus
+from fuzz.campaign.items import budget_weight, shard_of, sweeps, zoo_shard
 from fuzz.campaign.profiles import PROFILES, register_profiles, seed_generation
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.op_catalog import catalog
 from fuzz.generate.spec import DTYPES
 from fuzz.report.html import write_report
 from fuzz.report.run_folder import check_run_id, new_run_id
-from fuzz.report.summary import FINDING, HARNESS_ERROR, command_line, item_properties, summary_lines
+from fuzz.report.summary import FINDING, HARNESS_ERROR, command_line, item_properties, started_at, summary_lines
 from fuzz.run.runner import defer_interrupts, executor_names, interrupt, interrupted, use_executors
 from fuzz.strategies import OP_KINDS
 from fuzz.versions.compat import incompatibility
@@ -108,6 +109,7 @@ def pytest_configure(config: pytest.Config) -> None:
         database=location if "://" in location else str(Path(location).resolve()),
         command=command_line(config.invocation_params.args) if _worker_id(config) is None else "",
         minutes=config.getoption("fuzz_minutes"),
+        started_at=getattr(config, "workerinput", {}).get("fuzz_started_at") or started_at(),
         timeout_s=config.getoption("fuzz_timeout"),
         shards=config.getoption("fuzz_shards"),
         profile=profile,
@@ -196,6 +198,7 @@ def pytest_configure_node(node) -> None:
     node.workerinput["fuzz_seed"] = campaign_config.seed
     node.workerinput["fuzz_run_id"] = campaign_config.run_id
     node.workerinput["fuzz_device"] = campaign_config.device
+    node.workerinput["fuzz_started_at"] = campaign_config.started_at
     if campaign_config.gpus:
         node.workerinput["fuzz_gpu"] = gpu_of_worker(node.workerinput["workerid"], campaign_config.gpus)
 
@@ -245,44 +248,51 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("shard", range(shards), ids=[f"shard{i}" for i in range(shards)])
 
 
-def _shard(item: pytest.Item) -> int | None:
-    return getattr(item, "callspec", None) and item.callspec.params.get("shard")
-
-
-def _sweeps(item: pytest.Item) -> bool:
-    return _shard(item) is not None and getattr(item, "originalname", None) == "test_op_sweep"
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Without ``--known-issues check`` the registry's re-tests are deselected (one count in pytest's summary line),
-    not collected to be skipped one by one in every campaign's report."""
-    if config.stash[CAMPAIGN].config.known_issues == "check":
-        return
-    registry = [item for item in items if getattr(item, "originalname", None) == "test_known_issue_still_reproduces"]
-    if registry:
-        config.hook.pytest_deselected(items=registry)
-        items[:] = [item for item in items if item not in registry]
+    """Deselected (one count in pytest's summary line, not one skip per item in every campaign's report): the
+    registry's re-tests without ``--known-issues check``, and each model-zoo architecture's test on all shards but one
+    (`_zoo_shard`: the architectures spread over the shards)."""
+    campaign = config.stash[CAMPAIGN]
+    deselected = [
+        item
+        for item in items
+        if getattr(item, "originalname", None) == "test_known_issue_still_reproduces"
+        and campaign.config.known_issues != "check"
+        or (shard := zoo_shard(item, campaign.config.shards)) is not None
+        and shard != shard_of(item)
+    ]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if item not in deselected]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The budget is shared by the campaign's items that were selected (some families, or all), the op sweep's sized
     by the cases of its selected shards (`fuzz.campaign.budget.ItemBudget.set_items`)."""
     campaign = session.config.stash[CAMPAIGN]
-    sweep_shards = [_shard(item) for item in session.items if _sweeps(item)]
+    sweep_shards = [shard_of(item) for item in session.items if sweeps(item)]
     cases = sum(len(campaign.sweep_cases(shard)) for shard in sweep_shards) if campaign.config.minutes else 0
-    campaign.budget.set_items(sum(_shard(item) is not None for item in session.items), len(sweep_shards), cases)
+    weights = [budget_weight(item, campaign.config.shards) for item in session.items if shard_of(item) is not None]
+    campaign.budget.set_items(sum(weights), len(sweep_shards), cases)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     campaign = item.config.stash[CAMPAIGN]
-    campaign.start_item(_sweeps(item))
-    if (shard := _shard(item)) is None or not hasattr(item.obj, "hypothesis"):  # the op sweep: no Hypothesis
+    campaign.start_item(sweeps(item), budget_weight(item, campaign.config.shards))
+    if (shard := shard_of(item)) is not None:
+        campaign.stats.item_started()
+    if shard is None or not hasattr(item.obj, "hypothesis"):  # the op sweep: no Hypothesis
         return
     if settings.default.derandomize:
         # Derandomized runs (no database) seed every parametrization alike; give each shard its own.
         seed(campaign.config.seed + shard)(item.obj)
     else:
         seed_generation(campaign.config.seed + shard)
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    if shard_of(item) is not None:
+        item.config.stash[CAMPAIGN].stats.item_ended()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -299,7 +309,7 @@ def pytest_runtest_call(item: pytest.Item):
         return (yield)
     except Unsatisfiable:
         campaign = item.config.stash[CAMPAIGN]
-        if _shard(item) is None or campaign.budget.may_generate() or campaign.budget.found_only_invalid_networks():
+        if shard_of(item) is None or campaign.budget.may_generate() or campaign.budget.found_only_invalid_networks():
             raise
         item.stash[OUT_OF_BUDGET] = True
         return None

@@ -67,9 +67,12 @@ class PlainNet(Net):
 
 
 @st.composite
-def zoo_specs(draw: st.DrawFn, *, device: str = "cpu", dtypes: Sequence[str] = DTYPES) -> NetSpec:
-    """Tiny transformers models; shrinking goes toward Llama, one layer, the smallest sizes, no dropout."""
-    arch = draw(st.sampled_from(list(ARCHITECTURES)))
+def zoo_specs(
+    draw: st.DrawFn, *, device: str = "cpu", dtypes: Sequence[str] = DTYPES, architectures: Sequence[str] = ()
+) -> NetSpec:
+    """Tiny transformers models of ``architectures`` (default: all); shrinking goes toward the first of them (Llama),
+    one layer, the smallest sizes, no dropout."""
+    arch = draw(st.sampled_from(list(architectures or ARCHITECTURES)))
     heads = draw(st.integers(1, 4))
     grouped = ARCHITECTURES[arch].kv_heads is not None
     kv_heads = draw(st.sampled_from([k for k in range(1, heads + 1) if heads % k == 0])) if grouped else heads

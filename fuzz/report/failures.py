@@ -154,8 +154,8 @@ def confirm(directory: Path, failure: ParityFailure, timeout_s: float) -> Confir
     how = f"timed out after {timeout_s:g} s" if status is None else f"exit status {status}"
     verdict = "reproduced in a fresh interpreter" if confirmed else "NOT reproduced in a fresh interpreter"
     write_atomically(directory / "confirmation.txt", f"{verdict} ({how}, {seconds} s)\n\n{output[-20000:]}")
-    if confirmed and (directory / UPSTREAM).exists():
-        how += f"; upstream.py: {_run_upstream(directory, failure, timeout_s)}"
+    if confirmed and (directory / UPSTREAM).exists():  # within what is left of the same limit
+        how += f"; upstream.py: {_run_upstream(directory, failure, max(1.0, timeout_s - seconds))}"
     return Confirmation(confirmed, f"{verdict} ({how})", seconds)
 
 

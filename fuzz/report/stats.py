@@ -88,9 +88,34 @@ class CampaignStats:
     saved_bytes: defaultdict[str, list] = field(default_factory=lambda: defaultdict(list))
     timeline: Counter = field(default_factory=Counter)  # epoch second (a multiple of 10) -> examples finished in it
     gpus: dict[str, str] = field(default_factory=dict)  # xdist worker -> the CUDA_VISIBLE_DEVICES it was pinned to
+    # Seconds from the command's start to the first example's start (the earliest process's: imports, collection,
+    # workers' start), and what that example took (thunder's and inductor's one-off set-up included).
+    startup_s: float | None = None
+    first_example_s: float | None = None
+    # When the first of the campaign's test items started and the last ended (time.time(), over all processes): the
+    # campaign's own time, which a pytest session that also runs other tests (`make test`) does not count.
+    items_started_at: float | None = None
+    items_ended_at: float | None = None
+
+    def item_started(self) -> None:
+        """A campaign test item starts in this process."""
+        self.items_started_at = self.items_started_at or time.time()
+
+    def item_ended(self) -> None:
+        """A campaign test item ended in this process."""
+        self.items_ended_at = time.time()
+
+    @property
+    def items_seconds(self) -> float | None:
+        """Seconds from the first campaign item's start to the last one's end (None before one ended)."""
+        if self.items_started_at is None or self.items_ended_at is None:
+            return None
+        return self.items_ended_at - self.items_started_at
 
     def record(self, outcome: Outcome, elapsed_s: float, expected: bool = False) -> None:
         """Count ``outcome``, ``elapsed_s`` into the campaign; ``expected``: it is a known issue's failure."""
+        if self.startup_s is None:
+            self.startup_s, self.first_example_s = round(elapsed_s - outcome.seconds, 2), round(outcome.seconds, 2)
         self.examples += 1
         self.seconds += outcome.seconds
         self.timeout_reruns += outcome.timeout_reruns
@@ -216,6 +241,10 @@ class CampaignStats:
             "saved_bytes": dict(sorted(self.saved_bytes.items())),
             "timeline": dict(sorted(self.timeline.items())),
             "gpus": dict(sorted(self.gpus.items())),
+            "startup_s": self.startup_s,
+            "first_example_s": self.first_example_s,
+            "items_started_at": self.items_started_at,
+            "items_ended_at": self.items_ended_at,
         }
 
     @classmethod
@@ -254,6 +283,10 @@ class CampaignStats:
             ),
             checkpoint_grid=defaultdict(lambda: [0, 0], data.get("checkpoint_grid", {})),
             error_decades=Counter(data.get("error_decades", {})),
+            startup_s=data.get("startup_s"),
+            first_example_s=data.get("first_example_s"),
+            items_started_at=data.get("items_started_at"),
+            items_ended_at=data.get("items_ended_at"),
             saved_bytes=defaultdict(list, data.get("saved_bytes", {})),
             timeline=Counter(data.get("timeline", {})),
             gpus=dict(data.get("gpus", {})),
@@ -308,6 +341,11 @@ class CampaignStats:
             not self.first_failure or other.first_failure["after_s"] < self.first_failure["after_s"]
         ):
             self.first_failure = other.first_failure
+        starts = [t for t in (self.items_started_at, other.items_started_at) if t is not None]
+        ends = [t for t in (self.items_ended_at, other.items_ended_at) if t is not None]
+        self.items_started_at, self.items_ended_at = min(starts, default=None), max(ends, default=None)
+        if other.startup_s is not None and (self.startup_s is None or other.startup_s < self.startup_s):
+            self.startup_s, self.first_example_s = other.startup_s, other.first_example_s
 
 
 def saved_ratios(saved_bytes: dict[str, list]) -> dict[str, dict[str, Any]]:

@@ -8,9 +8,12 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+import time
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fuzz.generate.architectures import ARCHITECTURES
 from fuzz.generate.coverage import NESTED
 from fuzz.report.clusters import clusters
 from fuzz.report.op_family import op_family_lines
@@ -72,8 +75,10 @@ def counters(stats: CampaignStats, wall_s: float) -> dict[str, Any]:
     """The summary's counters of ``stats`` over ``wall_s`` seconds, with the rates and shares made of them."""
     return {
         "wall_seconds": round(wall_s, 1),
+        "items_seconds": None if (items_s := stats.items_seconds) is None else round(items_s, 1),
         **stats.to_dict(),
-        "examples_per_second": round(stats.examples / wall_s, 3) if wall_s else 0.0,
+        # Over the campaign's own time where known (a session of other tests too, `make test`, runs longer).
+        "examples_per_second": round(stats.examples / (items_s or wall_s), 3) if items_s or wall_s else 0.0,
         "seconds_per_example": round(stats.seconds / stats.examples, 3) if stats.examples else None,
         "compiled_share": round(stats.compiled / stats.valid, 4) if stats.valid else None,
         "discarded_share": round(stats.discarded / (stats.discarded + stats.examples), 4)
@@ -97,6 +102,30 @@ def replay_options(config) -> dict[str, Any]:
         "known-issues": config.known_issues,
         "fuzz-executors": ",".join(config.executors) or "auto",
     }
+
+
+UNSHRUNK_AT_THE_END = "kept unshrunk: the budget ended while it was shrunk (`ckpt-fuzz replay` shrinks it)"
+
+
+def _startup_lines(summary: dict[str, Any]) -> list[str]:
+    if summary.get("startup_s") is None:
+        return []
+    return [
+        f"start-up: {summary['startup_s']} s from the command's start to the first example (imports, collection, "
+        f"workers), then {summary['first_example_s']} s for that example (thunder's and inductor's one-off set-up)"
+    ]
+
+
+def started_at() -> float:
+    """When this process started (`time.time`): the command's start, as `ckpt-fuzz` execs pytest in its own process
+    (Linux's /proc; elsewhere, now)."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rpartition(")")[2].split()[19])
+        lines = Path("/proc/stat").read_text().splitlines()
+        boot = next(int(line.split()[1]) for line in lines if line.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return time.time()
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
 
 
 def command_line(args: list[str]) -> str:
@@ -213,9 +242,11 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
     lines = [
         f"run {summary['run_id']}: {summary['command']}",
         f"{summary['examples']} examples ({summary['valid']} valid; {summary['repeats']} repeated networks answered "
-        f"from memory) in {summary['wall_seconds']} s "
-        f"= {summary['examples_per_second']} examples/s, {summary['seconds_per_example']} s/example "
+        f"from memory) in {summary['wall_seconds']} s"
+        + (f" (the campaign's test items: {summary['items_seconds']} s)" if summary.get("items_seconds") else "")
+        + f" = {summary['examples_per_second']} examples/s, {summary['seconds_per_example']} s/example "
         f"[profile {summary['profile']}, device {summary['device']}]",
+        *_startup_lines(summary),
         f"found with {summary['found_with']}",
         f"thunder compiled every checkpointed region in {summary['compiled_by_thunder']}/{summary['valid']} "
         f"valid examples (share {summary['compiled_share']}); {summary['fell_back']} fell back",
@@ -257,6 +288,9 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             f"the rest are reported as new failures, as are {summary.get('known_resembling_failures', 0)} that "
             "resembled a known issue outside its signature or band"
         )
+    if drawn := {arch: summary["coverage"].get(f"model {arch}", 0) for arch in ARCHITECTURES}:
+        if any(drawn.values()):
+            lines.append(f"model-zoo examples per architecture: {', '.join(f'{a} {n}' for a, n in drawn.items())}")
     if nested := summary["coverage"].get(NESTED):
         lines.append(f"nested-checkpoint slice (nightly, shard 0, its own time limit per network): {nested} networks")
     if summary["discarded"]:
@@ -292,6 +326,8 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"    repro: {f['repro']}"
         for f in summary.get("unshrunk_failures", ())
     ]
+    if unshrunk := [f["id"] for f in summary["failures"] if f.get("unshrunk")]:
+        lines.append(f"{len(unshrunk)} finding(s) {UNSHRUNK_AT_THE_END}: {', '.join(unshrunk)}")
     lines += [f"warning, in {count} test item(s): {message}" for message, count in summary.get("warnings", {}).items()]
     lines += [f"HARNESS ERROR (ours, not thunder's) in {e['item']}: {e['error']}" for e in summary["harness_errors"]]
     lines.append(f"result: {summary['result']}")

@@ -1,0 +1,33 @@
+"""What a collected test item of the campaign is: a shard of a family, of the op sweep, a model-zoo architecture's
+test; and its share of the budget."""
+
+from __future__ import annotations
+
+import pytest
+
+from fuzz.generate.architectures import ARCHITECTURES
+
+
+def shard_of(item: pytest.Item) -> int | None:
+    """The item's shard (None: not a campaign item)."""
+    return getattr(item, "callspec", None) and item.callspec.params.get("shard")
+
+
+def sweeps(item: pytest.Item) -> bool:
+    """Whether the item is a shard of the op sweep."""
+    return shard_of(item) is not None and getattr(item, "originalname", None) == "test_op_sweep"
+
+
+def zoo_shard(item: pytest.Item, shards: int) -> int | None:
+    """The shard that runs a model-zoo architecture's test (None: not one): the i-th architecture on shard i."""
+    name = getattr(item, "originalname", "")
+    for index, arch in enumerate(ARCHITECTURES):
+        if name == f"test_zoo_{arch}_ckpt_grad_parity":
+            return index % shards
+    return None
+
+
+def budget_weight(item: pytest.Item, shards: int) -> float:
+    """An item's share of the budget, relative to a shard of a family: a zoo architecture's test has the share that
+    spreads the family's shards over the architectures."""
+    return min(1.0, shards / len(ARCHITECTURES)) if zoo_shard(item, shards) is not None else 1.0
