@@ -13,6 +13,7 @@ import io
 import linecache
 import re
 import tokenize
+import types
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -374,13 +375,14 @@ def make_batches():
 '''
 
 
-def build_example(spec: NetSpec, checkpointing: bool = True) -> Example:
-    """Execute ``network_source(spec)``; return ``make_example(checkpointing)``'s network, input and cotangent."""
+def build_example(spec: NetSpec, checkpointing: bool = True, module: types.ModuleType | None = None) -> Example:
+    """Execute ``network_source(spec)`` (in ``module``, when given: its code then names that module, which dynamo can
+    import once it is in ``sys.modules``); return ``make_example(checkpointing)``'s network, input and cotangent."""
     source = network_source(spec)
     # A distinct, registered file name per source keeps tracebacks and dynamo's messages readable.
     filename = f"<fuzz-net-{hashlib.sha1(source.encode()).hexdigest()[:12]}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    namespace: dict = {"__name__": "fuzz_generated_net"}
+    namespace: dict = module.__dict__ if module is not None else {"__name__": "fuzz_generated_net"}
     exec(compile(source, filename, "exec"), namespace)
     example = Example(*namespace["make_example"](checkpointing))
     if spec.training is not None:

@@ -42,8 +42,8 @@ def _end_if_out_of_budget(campaign: Campaign) -> None:
         current_build_context().data.mark_overrun()
 
 
-def _check(spec: NetSpec, campaign: Campaign, limit_s: float | None = None) -> None:
-    if (failure := campaign.run_example(spec, limit_s)) is not None:
+def _check(spec: NetSpec, campaign: Campaign, limit_s: float | None = None, member: int = 0) -> None:
+    if (failure := campaign.run_example(spec, limit_s, member)) is not None:
         note(f"spec.json:\n{spec.to_json()}")
         note(f"repro.py:\n{campaign.on_failure(spec, failure)}")
         raise failure.with_traceback(None)  # a remembered failure is raised again: don't grow its traceback
@@ -61,7 +61,13 @@ def test_op_sweep(shard: int, campaign: Campaign) -> None:
 def test_ckpt_grad_parity(shard: int, data: st.DataObject, campaign: Campaign) -> None:
     # `shard` only splits the campaign into several test items so xdist can spread it over workers.
     _end_if_out_of_budget(campaign)
-    _check(data.draw(campaign.specs(), label="spec"), campaign)
+    if campaign.config.batch == 1:
+        _check(data.draw(campaign.specs(), label="spec"), campaign)
+        return
+    # --fuzz-batch K: K networks per call, judged in one batch where they can be; the rest one by one.
+    specs = [data.draw(campaign.specs(), label=f"spec {member}") for member in range(campaign.config.batch)]
+    for member, spec in enumerate(campaign.judged_in_batch(specs)):
+        _check(spec, campaign, member=member)
 
 
 @given(data=st.data())

@@ -108,25 +108,35 @@ def test_op_sweep_cases_whose_plumbing_fails_alike_are_one_failure_blamed_on_no_
     assert listed["found_by_shards"] == 2 and listed["blames"] is None and not listed["variants"]
 
 
-def test_the_op_sweep_gets_what_its_cases_need_at_most_half_the_budget():
-    budget = fuzz.campaign.budget.ItemBudget(minutes=10, workers=2, timeout_s=None)
-    total = 2 * (600 - fuzz.campaign.budget.CLOSING_S)  # worker-seconds, the closing reserve taken out
+def test_the_op_sweep_gets_what_its_cases_need_at_most_half_the_budget_and_the_others_share_the_rest():
+    total = 2 * (600 - fuzz.campaign.budget.CLOSING_S)  # worker-seconds of 10 minutes on 2 workers, closing taken out
     case_s, share = fuzz.campaign.budget.SWEEP_CASE_S, fuzz.campaign.budget.SWEEP_MAX_SHARE
 
-    def item_s(sweep: bool, weight: float = 1.0) -> float:
+    def item_s(items: float, sweep_items: int = 0, sweep_cases: int = 0, sweep: bool = False, weight: float = 1.0):
+        budget = fuzz.campaign.budget.ItemBudget(minutes=10, workers=2, timeout_s=None)
+        budget.set_items(items, sweep_items, sweep_cases)
         budget.start_item(sweep, weight)
         return budget.deadline - time.monotonic()
 
-    budget.set_items(24, sweep_items=8, sweep_cases=2_000)  # a whole sweep: more than half the budget
-    assert abs(8 * item_s(True) - share * total) < 1 and abs(16 * item_s(False) - (1 - share) * total) < 1
-    budget.set_items(24, sweep_items=8, sweep_cases=20)  # a few ops' sweep: the random families get the rest
-    assert abs(8 * item_s(True) - 20 * case_s) < 1 and abs(16 * item_s(False) - (total - 20 * case_s)) < 1
-    budget.set_items(8, sweep_items=8, sweep_cases=20)  # the sweep alone (-k op_sweep): the whole budget
-    assert abs(8 * item_s(True) - total) < 1
-    budget.set_items(16)  # no sweep: an even split
-    assert abs(16 * item_s(False) - total) < 1
-    budget.set_items(14 + 7 * 2 / 7)  # 2 shards of 7 families, and a zoo test per architecture weighing 2/7
-    assert abs(14 * item_s(False) + 7 * item_s(False, 2 / 7) - total) < 1
+    # A whole sweep: more than half the budget; a few ops' sweep: the random families get the rest.
+    assert abs(8 * item_s(24, 8, 2_000, sweep=True) - share * total) < 1
+    assert abs(16 * item_s(24, 8, 2_000) - (1 - share) * total) < 1
+    assert abs(8 * item_s(24, 8, 20, sweep=True) - 20 * case_s) < 1
+    assert abs(16 * item_s(24, 8, 20) - (total - 20 * case_s)) < 1
+    assert abs(8 * item_s(8, 8, 20, sweep=True) - total) < 1  # the sweep alone (-k op_sweep): the whole budget
+    assert abs(16 * item_s(16) - total) < 1  # no sweep: an even split
+    # 2 shards of 7 families, and a zoo test per architecture weighing 2/7: the family's share spread over the 7.
+    assert abs(item_s(16, weight=2 / 7) - 2 / 7 * total / 16) < 1
+
+
+def test_an_item_that_overran_shortens_the_later_ones_not_the_run():
+    budget = fuzz.campaign.budget.ItemBudget(minutes=10, workers=1, timeout_s=None)
+    budget.set_items(4)
+    budget.start_item()
+    assert abs(budget.deadline - time.monotonic() - budget.left_s() / 4) < 1
+    budget.end -= 300  # (as if the first item had run 300 s, its share and more)
+    budget.start_item()
+    assert abs(budget.deadline - time.monotonic() - budget.left_s() / 3) < 1  # what is left, over the 3 to come
 
 
 def test_the_budget_counts_from_the_commands_start_and_ends_every_item_there():

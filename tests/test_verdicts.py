@@ -144,7 +144,7 @@ def test_an_exception_in_the_harness_code_on_the_thunder_path_is_a_harness_error
     # A bug of ours in reading thunder's compile report (fuzz/run/runner.py), after thunder ran fine.
     monkeypatch.setattr(fuzz.run.runner, "CompileReport", lambda: None)
     with pytest.raises(
-        HarnessError, match=r"the harness raised TypeError in _compile_report \(runner.py:\d+\)"
+        HarnessError, match=r"the harness raised TypeError in compile_report \(runner.py:\d+\)"
     ) as raised:
         check_spec(TANH_IN_A_CHECKPOINT)
     assert not isinstance(raised.value, ThunderCrash) and isinstance(raised.value.__cause__, TypeError)

@@ -45,8 +45,8 @@ class ItemBudget:
         ago = time.time() - (started_at or time.time())
         self.end = float("inf") if minutes is None else time.monotonic() - ago + 60 * minutes - CLOSING_S
         self.cut_short = 0  # 1 once the end of the budget cut this item's shrinking short
-        self._item_s: float | None = None
         self._sweep_item_s: float | None = None
+        self._pending: list[float] | None = None  # `set_items`
         self.deadline = float("inf")
         self.failures: list[Outcome] = []  # this item's unexpected failures (the campaign appends them)
         self._validity = [0, 0]  # this item's examples: valid, invalid
@@ -55,14 +55,15 @@ class ItemBudget:
         """The campaign has ``items`` test items (all families' shards, each weighted, `start_item`) to share what is
         left of the budget, ``sweep_items`` of them the op sweep's, which runs ``sweep_cases`` cases in all: those get
         what the cases need (`SWEEP_CASE_S` each), at most `SWEEP_MAX_SHARE` of the budget; the other items share the
-        rest evenly."""
+        rest evenly: each, as it starts, an even share of what this process has left for the items it has still to
+        run (``items / workers`` in all), so that an item that overran shortens the later ones, not the run."""
         if self._minutes is None or not items:
-            self._item_s = self._sweep_item_s = None
+            self._sweep_item_s, self._pending = None, None
             return
         total_s, others = max(0.0, self.left_s()) * self._workers, items - sweep_items
         sweep_s = min(SWEEP_MAX_SHARE * total_s, SWEEP_CASE_S * sweep_cases) if others else total_s
         self._sweep_item_s = sweep_s / sweep_items if sweep_items else None
-        self._item_s = (total_s - sweep_s) / others if others else None
+        self._pending = [sweep_items / self._workers, others / self._workers]  # this process's, sweep and others
 
     def start_item(self, sweep: bool = False, weight: float = 1.0) -> None:
         """A new test item starts (``sweep``: one of the op sweep's): it gets its share of the budget (``weight`` times
@@ -70,8 +71,15 @@ class ItemBudget:
         self.failures.clear()
         self._validity = [0, 0]
         self.cut_short = 0
-        if (item_s := self._sweep_item_s if sweep else self._item_s) is not None:
-            self.deadline = min(time.monotonic() + weight * item_s, self.end)
+        if self._pending is None:
+            return
+        if sweep:
+            share = self._sweep_item_s or 0.0
+        else:
+            sweeping_s = max(0.0, self._pending[0]) * (self._sweep_item_s or 0.0)  # what the sweep's items still need
+            share = weight * max(0.0, self.left_s() - sweeping_s) / max(weight, self._pending[1])
+        self._pending[0 if sweep else 1] -= weight
+        self.deadline = min(time.monotonic() + share, self.end)
 
     def count(self, outcome: Outcome, cut: bool = False) -> None:
         """Count an example of the current item as valid or not (not at all when ``cut``: the budget's end cut it)."""

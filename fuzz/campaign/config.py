@@ -43,4 +43,5 @@ class CampaignConfig:
     seed: int = 0  # generation seed of shard i is seed + i (recorded in the summary to re-run a night)
     executors: tuple[str, ...] = ()  # thunder's default executors, by name (empty: thunder's own defaults)
     gpus: tuple[str, ...] = ()  # the GPUs the controller spreads workers over (`fuzz.campaign.gpus`); empty: no pinning
+    batch: int = 1  # the general family's networks judged this many at a time, one thunderfx compile each batch
     confirm: bool = True  # re-run each final failure's repro.py in a fresh interpreter before reporting it

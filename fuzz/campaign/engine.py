@@ -32,6 +32,7 @@ from fuzz.generate.spec import DTYPES, NetSpec
 from fuzz.generate.sweep import CI_SWEEP_CASES, sweep_specs
 from fuzz.generate.training import training_families
 from fuzz.generate.zoo import zoo_specs
+from fuzz.judge.batch import batchable, judged_in_batch
 from fuzz.judge.harness import check_spec
 from fuzz.judge.oracle import ExampleTimeout, ParityFailure
 from fuzz.judge.outcome import Outcome
@@ -79,12 +80,13 @@ class Campaign(Findings):
         self.budget.start_item(sweep, weight)
         self._outcomes.clear()
 
-    def run_example(self, spec: NetSpec, limit_s: float | None = None) -> ParityFailure | None:
+    def run_example(self, spec: NetSpec, limit_s: float | None = None, member: int = 0) -> ParityFailure | None:
         """The harness's whole path for one drawn spec inside a Hypothesis test: run, judge, count.
 
         Returns the failure unless it is an expected one (a known issue it reproduced); rejects
         (`hypothesis.reject`) a spec it does not run or that turned out invalid. ``limit_s``: the example's own
         time limit (a slice of slow networks): a slow known issue it matches is then run under it, not skipped.
+        ``member``: which of the test call's networks it is (`judged_in_batch`: Hypothesis takes one score per label).
         """
         _stop_if_interrupted()
         for trait in traits(spec):
@@ -105,12 +107,38 @@ class Campaign(Findings):
                 event(f"op {op_key(layer.params)} in {where}")
         # (Hypothesis takes finite scores only: a non-finite error is the largest there is.)
         score = outcome.discrepancy if math.isfinite(outcome.discrepancy) else sys.float_info.max
-        target(score, label="largest relative error of thunderfx")
+        target(score, label="largest relative error of thunderfx" + (f" #{member}" if member else ""))
         if outcome.converters_disagree:
             event("stock and fixed converters disagree")
         if known:
             event(f"known issue {'reproduced' if reproduced else 'did not reproduce'}: {known[0].id}")
         return None if reproduced else outcome.failure
+
+    def judged_in_batch(self, specs: list[NetSpec]) -> list[NetSpec]:
+        """Judge those of ``specs`` a batch can (`fuzz.judge.batch`: one thunderfx compile for them all), counting each
+        it judged as an example; returns the others, in order, for `run_example` one by one: all of them while the
+        item shrinks a failure, or where fewer than two can share a batch."""
+        _stop_if_interrupted()
+        if self.budget.failures:
+            return specs
+        unseen = {spec.to_json(): spec for spec in specs if spec.to_json() not in self._outcomes}
+        batch = [spec for spec in unseen.values() if batchable(spec) and not known_issues_for(spec)]
+        if len(batch) < 2:
+            return specs
+        limit = self.budget.example_timeout_s()
+        # (Should the process die in the batch, its first member is named: its confirmation then runs it alone.)
+        with self._in_flight(batch[0], limit and limit * len(batch)):
+            outcomes = judged_in_batch(batch, self.config.converter, limit)
+        judged = set()
+        for spec, outcome in zip(batch, outcomes, strict=True):
+            if outcome is not None:
+                self.budget.count(outcome)
+                self.record(outcome)
+                self.stats.batched += 1
+                self._outcomes[spec.to_json()] = outcome, False
+                judged.add(spec.to_json())
+        self.stats.sent_alone += len(batch) - len(judged)
+        return [spec for spec in specs if spec.to_json() not in judged]
 
     def _skipped_as_known(self, known: Sequence[KnownIssue]) -> bool:
         """Whether a spec matching ``known`` issues is not run, counted as discarded: only where an issue's cost is the

@@ -62,8 +62,9 @@ def pytest_configure(config: pytest.Config) -> None:
         value = config.getoption(name)
         if value is not None and value <= 0:
             raise pytest.UsageError(f"--{name.replace('_', '-')} must be positive, got {value}")
-    if config.getoption("fuzz_shards") < 1:
-        raise pytest.UsageError(f"--fuzz-shards must be at least 1, got {config.getoption('fuzz_shards')}")
+    for name in ("fuzz_shards", "fuzz_batch"):
+        if config.getoption(name) < 1:
+            raise pytest.UsageError(f"--{name.replace('_', '-')} must be at least 1, got {config.getoption(name)}")
     try:
         # A worker takes the controller's device: pinned to a GPU that is not there, "auto" would quietly become cpu.
         device = getattr(config, "workerinput", {}).get("fuzz_device") or resolve_device(
@@ -118,6 +119,7 @@ def pytest_configure(config: pytest.Config) -> None:
         ops=ops,
         known_issues="xfail" if config.getoption("known_issues") in (None, "exclude") else "check",
         confirm=config.getoption("fuzz_confirm") == "yes",
+        batch=config.getoption("fuzz_batch"),
         gpus=gpus,
     )
     if campaign_config.converter != "stock":

@@ -63,6 +63,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "defaults on CUDA, thunder's defaults on CPU",
     )
     group.addoption(
+        "--fuzz-batch",
+        type=int,
+        default=1,
+        help="judge the general family's networks this many at a time, one thunderfx compile per batch (default 1: "
+        "each alone); a member that fails in a batch is run alone, and the memory contract is not checked in one",
+    )
+    group.addoption(
         "--fuzz-confirm",
         default="yes",
         choices=("yes", "no"),

@@ -133,8 +133,12 @@ class _ThunderRuns:
     timeout_s: float | None
     rerun_timeouts: bool
     reruns: int = 0
+    first: ThunderRun | None = None  # what the first call returns without running (`check_spec`'s ``first_run``)
 
     def __call__(self, example, converter: str, run=run_thunderfx) -> ThunderRun:
+        if self.first is not None:
+            first, self.first = self.first, None
+            return first
         result = _run_thunder(example, converter, self.timeout_s, run)
         if self.rerun_timeouts and isinstance(result[2], ExampleTimeout):
             self.reruns += 1
@@ -265,6 +269,7 @@ def check_spec(
     converter: str = "fixed",
     timeout_s: float | None = DEFAULT_TIMEOUT_S,
     rerun_timeouts: bool = True,
+    first_run: ThunderRun | None = None,
 ) -> Outcome:
     """Run ``spec`` eagerly and under thunderfx with ``converter`` ("fixed", "stock" or "both") and judge.
 
@@ -275,9 +280,12 @@ def check_spec(
     converter's verdict, output and gradients with it.
     A thunderfx run over ``timeout_s`` is run once more before it counts, unless not ``rerun_timeouts``.
     An eager failure is a bug of the harness (specs are valid by construction) and propagates.
+    ``first_run``: thunderfx's run of a deterministic network made elsewhere (`fuzz.judge.batch`), judged in place of
+    the first one; a report without saved bytes then leaves the memory contract unchecked.
     """
     start = time.perf_counter()
-    thunder = _ThunderRuns(timeout_s, rerun_timeouts)
+    thunder = _ThunderRuns(timeout_s, rerun_timeouts, first=first_run)
+    measured = first_run is None or first_run[1] is None or first_run[1].saved_bytes is not None
 
     def invalid(reason: str) -> Outcome:
         seconds = time.perf_counter() - start
@@ -305,14 +313,16 @@ def check_spec(
         # still is: an input gradient of truth 0 (RMSNorm of width 1) is -6e-8 in one thunder run and 0 in the other.
         reference, baseline, probe = None, "thunderfx without checkpoints", None
 
-    eager_bytes = eager_saved(example).bytes if spec.checkpoint_regions else 0
+    eager_bytes = eager_saved(example).bytes if spec.checkpoint_regions and measured else 0
 
     def run(name: str) -> ThunderRun:
         result, report, failure = thunder(example, name)
         # Not under autocast: one precision up it would still compute in bfloat16 (or, in float64, not at all).
         up = None if reference is None or spec.autocast else _right_one_precision_up(example, thunder, name, reference)
         failure = failure or judge(result, expected, reference, baseline, probe, up)
-        return result, report, failure or _memory(spec, example, eager_bytes, report, thunder, name)
+        if failure is not None or report.saved_bytes is None:
+            return result, report, failure
+        return result, report, _memory(spec, example, eager_bytes, report, thunder, name)
 
     result, report, failure = run("fixed" if converter == "both" else converter)
     random_triage = f"judged against {baseline}"  # a random network's own failure: it ran against its baseline
@@ -354,7 +364,8 @@ def check_spec(
     discrepancy = relative_error(result, reference if reference is not None else expected)
     eager_error = None if reference is None else relative_error(eager, reference)
     seconds = time.perf_counter() - start
-    saved = None if report is None or not spec.checkpoint_regions else (report.saved_bytes, eager_bytes)
+    unmeasured = report is None or report.saved_bytes is None or not spec.checkpoint_regions
+    saved = None if unmeasured else (report.saved_bytes, eager_bytes)
     return Outcome(
         spec, True, None, report, failure, seconds, comparison, discrepancy, thunder.reruns, eager_error, saved
     )

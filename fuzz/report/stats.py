@@ -90,6 +90,8 @@ class CampaignStats:
     gpus: dict[str, str] = field(default_factory=dict)  # xdist worker -> the CUDA_VISIBLE_DEVICES it was pinned to
     # Seconds from the command's start to the first example's start (the earliest process's: imports, collection,
     # workers' start), and what that example took (thunder's and inductor's one-off set-up included).
+    batched: int = 0  # examples judged in a batch (`fuzz.judge.batch`: their memory contract not checked)
+    sent_alone: int = 0  # members of a batch run alone after it: they failed there, or the batch did not finish
     startup_s: float | None = None
     first_example_s: float | None = None
     # When the first of the campaign's test items started and the last ended (time.time(), over all processes): the
@@ -241,6 +243,8 @@ class CampaignStats:
             "saved_bytes": dict(sorted(self.saved_bytes.items())),
             "timeline": dict(sorted(self.timeline.items())),
             "gpus": dict(sorted(self.gpus.items())),
+            "batched": self.batched,
+            "sent_alone": self.sent_alone,
             "startup_s": self.startup_s,
             "first_example_s": self.first_example_s,
             "items_started_at": self.items_started_at,
@@ -283,6 +287,8 @@ class CampaignStats:
             ),
             checkpoint_grid=defaultdict(lambda: [0, 0], data.get("checkpoint_grid", {})),
             error_decades=Counter(data.get("error_decades", {})),
+            batched=data.get("batched", 0),
+            sent_alone=data.get("sent_alone", 0),
             startup_s=data.get("startup_s"),
             first_example_s=data.get("first_example_s"),
             items_started_at=data.get("items_started_at"),
@@ -308,6 +314,8 @@ class CampaignStats:
             "known_class_failures",
             "known_resembling_failures",
             "known_explained_failures",
+            "batched",
+            "sent_alone",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for key, counts in other.op_coverage.items():

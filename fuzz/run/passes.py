@@ -222,9 +222,15 @@ def forward_backward(fn, net, x, cotangent, training=None):
     output = fn(x)
     after_forward = mutable_state(net, x, AFTER_FORWARD)
     output.backward(cotangent)
+    return output.detach(), gradients_and_state(net, x, after_forward)
+
+
+def gradients_and_state(net, x, after_forward: dict) -> dict:
+    """After backward: the gradients of ``x`` and of ``net``'s parameters by name, with ``after_forward`` (the
+    `mutable_state` after forward) and the state after backward (`forward_backward`'s mapping)."""
     grads = {"input": x.grad}
     grads.update((name.replace(_WRAPPED, ""), p.grad) for name, p in net.named_parameters())
-    return output.detach(), {**grads, **after_forward, **mutable_state(net, x, AFTER_BACKWARD)}
+    return {**grads, **after_forward, **mutable_state(net, x, AFTER_BACKWARD)}
 
 
 def float64_reference(net, x, cotangent, training=None):

@@ -53,14 +53,15 @@ class CompileReport:
     fallback_checkpoints: int = 0
     fallback_submodules: int = 0
     split_reasons: list[str] = field(default_factory=list)
-    saved_bytes: int = 0  # what the first forward saved for backward (`fuzz.run.passes.SavedForBackward`)
+    # What the first forward saved for backward (`fuzz.run.passes.SavedForBackward`); None: not measured (a batch).
+    saved_bytes: int | None = 0
 
     def compiled_everything(self, expected_checkpoints: int) -> bool:
         """Thunder compiled every graph and all ``expected_checkpoints`` checkpointed regions."""
         return self.graphs > 0 and self.fallback_submodules == 0 and self.thunder_checkpoints == expected_checkpoints
 
 
-def _compile_report(backend) -> CompileReport:
+def compile_report(backend) -> CompileReport:
     report = CompileReport(graphs=len(backend.subgraph_infos))
     for info in backend.subgraph_infos:
         report.split_reasons += [str(reason.info) for reason in info.split_reasons or ()]
@@ -163,7 +164,7 @@ def run_thunderfx(example: Example) -> tuple[tuple, CompileReport]:
             result = forward_backward(meter.measuring(compiled), net, x, example.cotangent, ours(training_of, example))
             if meter.error is not None:
                 raise HarnessError.of(meter.error, "SavedForBackward") from meter.error
-            report = ours(_compile_report, compiled._backend)
+            report = ours(compile_report, compiled._backend)
             report.saved_bytes = meter.bytes
             return result, report
         finally:
@@ -216,7 +217,7 @@ def run_thunderfx_self_consistency(
             net, x = _fresh_copy(example)
             compiled = thunderfx(net)
             numbers = _directional_derivatives(compiled, net, x, example.cotangent, step)
-            return numbers, ours(_compile_report, compiled._backend)
+            return numbers, ours(compile_report, compiled._backend)
         finally:
             ours(forget_compilations)
 
