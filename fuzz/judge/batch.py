@@ -12,7 +12,6 @@ and it counts as compiled by thunder only where the batch's every region was.
 from __future__ import annotations
 
 import time
-import types
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -21,7 +20,7 @@ from fuzz.generate.spec import NetSpec
 from fuzz.judge.harness import _drop_inductor_code_caches, check_spec
 from fuzz.judge.outcome import Outcome
 from fuzz.model_builder import build_example
-from fuzz.run.batched import run_thunderfx_batch
+from fuzz.run.batched import member_modules, run_thunderfx_batch
 from fuzz.run.runner import CompileReport, Deadline, HarnessError, interrupted, time_limit
 
 
@@ -48,7 +47,7 @@ def judged_in_batch(specs: Sequence[NetSpec], converter: str, timeout_s: float |
     """Per `batchable` spec of ``specs``, its outcome judged from one thunderfx run of them all (the ``converter``'s;
     the fixed one for "both", whose stock run each member then has alone), under ``timeout_s`` per member; None where
     it must be run alone (it failed there, or the batch did not run to the end)."""
-    modules = [types.ModuleType(f"fuzz_batch_member_{index}") for index in range(len(specs))]
+    modules = member_modules(len(specs))
     examples = [build_example(spec, module=module) for spec, module in zip(specs, modules, strict=True)]
     start = time.perf_counter()
     try:

@@ -1,13 +1,15 @@
 """Several independent networks compiled and run by one thunderfx call (`run_thunderfx_batch`).
 
-A thunderfx compile costs about a second on CPU, most of it fixed whatever the network (docs/performance.md): K
-networks side by side in one module (`Batched`: member i's forward on input i) pay that part once. Each member's
+A thunderfx run of one small network costs about a second on CPU, a third of it fixed whatever the network (dynamo's
+reset, thunder's and dynamo's set-up and clean-up around the compile: docs/performance.md): K networks side by side in
+one module (`Batched`: member i's forward on input i) pay that part once. Each member's
 output, gradients and mutable state come back in the shape `fuzz.run.passes.forward_backward` gives alone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import sys
 import types
 from collections.abc import Iterator, Sequence
@@ -21,20 +23,40 @@ from fuzz.run.runner import THUNDER_PHASE, CompileReport, compile_report, forget
 
 
 class Batched(nn.Module):
-    """Member networks side by side: ``forward(*xs)`` is each member's output on its own input."""
+    """Member networks side by side: ``forward(*xs)`` is each member's output on its own input.
+
+    A graph break after each member: every member is a dynamo graph of its own, with its input and output, which thunder
+    compiles as it would alone. Without them the members were one graph, and 3 of the registry's 34 batchable bugs
+    (expand-to-zero-size-crash, negative-pad-crash, unused-inplace-update-crash) did not show inside a batch."""
 
     def __init__(self, nets: Sequence[nn.Module]) -> None:
         super().__init__()
         self.members = nn.ModuleList(nets)
 
     def forward(self, *xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return tuple(net(x) for net, x in zip(self.members, xs, strict=True))
+        outputs = []
+        for net, x in zip(self.members, xs, strict=True):
+            outputs.append(net(x))
+            torch._dynamo.graph_break()
+        return tuple(outputs)
+
+
+_BATCHES = itertools.count()
+
+
+def member_modules(count: int) -> list[types.ModuleType]:
+    """``count`` empty modules for a batch's members to be built in, named as no earlier batch's were: dynamo caches
+    the modules it imported by name for the whole process (`importable`)."""
+    batch = next(_BATCHES)
+    return [types.ModuleType(f"fuzz_batch{batch}_member{index}") for index in range(count)]
 
 
 @contextlib.contextmanager
 def importable(modules: Sequence[types.ModuleType]) -> Iterator[None]:
     """``modules`` in ``sys.modules`` for the block: dynamo imports the module of every function it inlines whose
-    globals are not the compiled frame's (each member's code, under `Batched.forward`)."""
+    globals are not the compiled frame's (each member's code, under `Batched.forward`). After it, dynamo's hold on them
+    goes too (its process-wide cache of imported modules, its aliases of them in this module's globals): a night of
+    batches would otherwise keep every network's code."""
     for module in modules:
         sys.modules[module.__name__] = module
     try:
@@ -42,6 +64,10 @@ def importable(modules: Sequence[types.ModuleType]) -> Iterator[None]:
     finally:
         for module in modules:
             sys.modules.pop(module.__name__, None)
+            globals().pop(f"__import_{module.__name__}", None)
+        from torch._dynamo import symbolic_convert  # (torch 2.9: a functools.cache; guarded for other versions)
+
+        getattr(getattr(symbolic_convert, "_import_module", None), "cache_clear", lambda: None)()
 
 
 def run_thunderfx_batch(examples: Sequence[Example], modules: Sequence[types.ModuleType]) -> tuple[list, CompileReport]:
