@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from thunder.dynamo.utils import _torch_to_thunder_function_map
 
 import fuzz.campaign.budget
+import fuzz.report.run_folder
 from fuzz.campaign.config import CampaignConfig
 from fuzz.campaign.engine import SHORTENED, Campaign
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
@@ -137,6 +138,19 @@ def test_an_item_that_overran_shortens_the_later_ones_not_the_run():
     budget.end -= 300  # (as if the first item had run 300 s, its share and more)
     budget.start_item()
     assert abs(budget.deadline - time.monotonic() - budget.left_s() / 3) < 1  # what is left, over the 3 to come
+
+
+def test_items_share_what_all_processes_have_left_whichever_process_ran_the_op_sweep(tmp_path):
+    # Two processes, 4 sweep items and 4 others. xdist may give all the sweep's items to one process: the other's items
+    # then share the time the sweep does not need, not a guess of half of it each (they once got nothing at all).
+    folder = fuzz.report.run_folder.RunFolder(tmp_path)
+    sweeping, other = (fuzz.campaign.budget.ItemBudget(minutes=10, workers=2, timeout_s=None) for _ in range(2))
+    for budget in (sweeping, other):
+        budget.set_items(8, sweep_items=4, sweep_cases=100)  # the sweep needs 200 s of the 2 x 590 s
+    for _ in range(4):
+        sweeping.start_item(True, 1.0, folder.mark_item_started("gw0", True, 1.0))
+    other.start_item(False, 1.0, folder.mark_item_started("gw1", False, 1.0))
+    assert abs(other.deadline - time.monotonic() - (2 * 590 - 0) / 4) < 2
 
 
 def test_the_budget_counts_from_the_commands_start_and_ends_every_item_there():

@@ -46,7 +46,8 @@ class ItemBudget:
         self.end = float("inf") if minutes is None else time.monotonic() - ago + 60 * minutes - CLOSING_S
         self.cut_short = 0  # 1 once the end of the budget cut this item's shrinking short
         self._sweep_item_s: float | None = None
-        self._pending: list[float] | None = None  # `set_items`
+        self._items: tuple[float, float] | None = None  # `set_items`: the sweep's items, the others' weights
+        self._started = [0.0, 0.0]
         self.deadline = float("inf")
         self.failures: list[Outcome] = []  # this item's unexpected failures (the campaign appends them)
         self._validity = [0, 0]  # this item's examples: valid, invalid
@@ -55,30 +56,37 @@ class ItemBudget:
         """The campaign has ``items`` test items (all families' shards, each weighted, `start_item`) to share what is
         left of the budget, ``sweep_items`` of them the op sweep's, which runs ``sweep_cases`` cases in all: those get
         what the cases need (`SWEEP_CASE_S` each), at most `SWEEP_MAX_SHARE` of the budget; the other items share the
-        rest evenly: each, as it starts, an even share of what this process has left for the items it has still to
-        run (``items / workers`` in all), so that an item that overran shortens the later ones, not the run."""
+        rest evenly: each, as it starts, its part of what all processes have left for the items not started yet, so
+        that an item that overran shortens the later ones, not the run."""
         if self._minutes is None or not items:
-            self._sweep_item_s, self._pending = None, None
+            self._sweep_item_s, self._items = None, None
             return
         total_s, others = max(0.0, self.left_s()) * self._workers, items - sweep_items
         sweep_s = min(SWEEP_MAX_SHARE * total_s, SWEEP_CASE_S * sweep_cases) if others else total_s
         self._sweep_item_s = sweep_s / sweep_items if sweep_items else None
-        self._pending = [sweep_items / self._workers, others / self._workers]  # this process's, sweep and others
+        self._items = (sweep_items, others)
+        self._started = [0.0, 0.0]  # this process's: sweep items, the others' weights
 
-    def start_item(self, sweep: bool = False, weight: float = 1.0) -> None:
+    def start_item(self, sweep: bool = False, weight: float = 1.0, started: tuple[float, float] | None = None) -> None:
         """A new test item starts (``sweep``: one of the op sweep's): it gets its share of the budget (``weight`` times
-        an item's), and nothing found before counts."""
+        an item's), and nothing found before counts. ``started``: the sweep's items and the other items' weights that
+        all processes started so far, this one included (`fuzz.report.run_folder.RunFolder.mark_item_started`; default:
+        this process's alone)."""
         self.failures.clear()
         self._validity = [0, 0]
         self.cut_short = 0
-        if self._pending is None:
+        if self._items is None:
             return
+        self._started[0 if sweep else 1] += 1 if sweep else weight
+        sweeps_started, others_started = started or self._started
         if sweep:
             share = self._sweep_item_s or 0.0
         else:
-            sweeping_s = max(0.0, self._pending[0]) * (self._sweep_item_s or 0.0)  # what the sweep's items still need
-            share = weight * max(0.0, self.left_s() - sweeping_s) / max(weight, self._pending[1])
-        self._pending[0 if sweep else 1] -= weight
+            sweeping_s = max(0.0, self._items[0] - sweeps_started) * (
+                self._sweep_item_s or 0.0
+            )  # the sweep still needs
+            to_come = max(weight, self._items[1] - others_started + weight)  # this item's weight and the rest's
+            share = weight * max(0.0, self.left_s() * self._workers - sweeping_s) / to_come
         self.deadline = min(time.monotonic() + share, self.end)
 
     def count(self, outcome: Outcome, cut: bool = False) -> None:

@@ -77,7 +77,8 @@ class Campaign(Findings):
     def start_item(self, sweep: bool = False, weight: float = 1.0) -> None:
         """A new test item (shard; ``sweep``: of the op sweep) starts: its share of the budget (``weight`` times a
         shard's), nothing remembered from the last one."""
-        self.budget.start_item(sweep, weight)
+        started = self.folder.mark_item_started(self.worker, sweep, weight) if self.config.minutes else None
+        self.budget.start_item(sweep, weight, started)
         self._outcomes.clear()
 
     def run_example(self, spec: NetSpec, limit_s: float | None = None, member: int = 0) -> ParityFailure | None:

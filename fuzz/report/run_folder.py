@@ -81,6 +81,21 @@ class RunFolder:
     def write_worker_stats(self, worker: str, stats: CampaignStats) -> None:
         write_atomically(self._worker_path(worker, "json"), json.dumps(stats.to_dict()))
 
+    def mark_item_started(self, worker: str, sweep: bool, weight: float) -> tuple[float, float]:
+        """Note that ``worker`` started a test item (one of the op sweep's, or another of budget ``weight``); returns
+        what all processes have started so far: the sweep's items, the other items' weights (`fuzz.campaign.budget`)."""
+        path = self._worker_path(worker, "items")
+        started = json.loads(path.read_text()) if path.exists() else [0.0, 0.0]
+        started[0 if sweep else 1] += 1 if sweep else weight
+        write_atomically(path, json.dumps(started))
+        totals = [0.0, 0.0]
+        for other in (self.path / _WORKERS).glob("*.items"):
+            try:
+                totals = [a + b for a, b in zip(totals, json.loads(other.read_text()), strict=True)]
+            except (OSError, ValueError):  # (another process writing it: atomically, so only in a race with its rename)
+                continue
+        return totals[0], totals[1]
+
     def merged_stats(self) -> CampaignStats | None:
         """Every process's counters as last written, merged; None when none was written."""
         from fuzz.report.stats import CampaignStats
