@@ -20,7 +20,7 @@ from fuzz.campaign.config import CampaignConfig, resolve_device
 from fuzz.campaign.database import DatabaseError, default_location, open_database
 from fuzz.campaign.engine import Campaign
 from fuzz.campaign.gpus import VISIBLE_DEVICES, checked_workers_per_gpu, gpu_of_worker, visible_gpus
-from fuzz.campaign.items import budget_weight, shard_of, sweeps, zoo_shard
+from fuzz.campaign.items import budget_weight, in_shard_order, shard_of, sweeps, zoo_shard
 from fuzz.campaign.profiles import PROFILES, register_profiles, seed_generation
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.op_catalog import catalog
@@ -266,6 +266,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = [item for item in items if item not in deselected]
+    in_shard_order(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
