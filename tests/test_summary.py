@@ -75,3 +75,16 @@ def test_report_against_an_earlier_run_says_which_clusters_are_new_gone_and_chan
     assert json.loads((later / CHANGES).read_text())["earlier"] == "20261201-000000-a"
     with pytest.raises(FileNotFoundError, match="no run folder with a summary.json at nowhere"):
         compare_runs(later, tmp_path, "nowhere")
+
+
+def test_a_models_failure_has_a_cluster_named_by_its_architecture():
+    # A model spec has no layers: its cluster is its architecture's (a ZooModel in the label once failed a 15-minute
+    # campaign's gpt2 finding with a harness error while its folder was written).
+    from fuzz.generate.architectures import ZooModel
+    from fuzz.generate.zoo import zoo_spec
+    from fuzz.judge.oracle import GradientDivergence
+    from fuzz.report.clusters import cluster_of
+
+    spec = zoo_spec(ZooModel("gpt2", heads=1, head_size=2, intermediate=4, checkpointing=False), vocab=8, seq=2)
+    cluster = cluster_of(spec, GradientDivergence("grad of input"))
+    assert "in gpt2:" in cluster["cluster_label"] and len(cluster["cluster"]) == 8

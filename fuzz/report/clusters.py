@@ -31,7 +31,7 @@ def cluster_of(spec: NetSpec, failure: ParityFailure) -> dict[str, Any]:
     crash = failure.crash_signature if isinstance(failure, ThunderCrash) else ""
     roles = sorted({tensor_role(spec, mismatch.name) for mismatch in failure.mismatches})
     ops = sorted({layer.params["target"] for layer in spec.layers if "op" in layer.params})
-    where = ops or sorted({layer.kind for layer in spec.layers}) or ([spec.model] if spec.model else [])
+    where = ops or sorted({layer.kind for layer in spec.layers}) or ([spec.model.arch] if spec.model else [])
     how = crash or ", ".join(roles) or "no tensor named"
     key = [failure.failure_class, failure.triage, how, where]
     label = f"{failure.failure_class} [{failure.triage}] in {' + '.join(where) or 'an empty network'}: {how}"
