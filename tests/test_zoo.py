@@ -151,3 +151,16 @@ def test_a_bfloat16_only_fault_in_a_random_model_is_found_in_its_own_dtype():
     assert isinstance(outcome.failure, GradientDivergence), outcome.failure or outcome.invalid_reason
     assert str(outcome.failure.__cause__).startswith("in the network without its random layers: ")
     assert outcome.failure.triage == "checkpoint-specific"
+
+
+def test_each_architectures_test_has_its_own_database_key():
+    """Hypothesis keys a test by its source, the same for the seven generated zoo tests: each adds its architecture,
+    so that replaying another's saved failure (which then passes) never deletes it."""
+    import fuzz.test_ckpt_grad_parity as tests
+    from fuzz.generate.architectures import ARCHITECTURES
+
+    keys = {
+        getattr(tests, f"test_zoo_{a}_ckpt_grad_parity").hypothesis.inner_test._hypothesis_internal_add_digest
+        for a in ARCHITECTURES
+    }
+    assert len(keys) == len(ARCHITECTURES)

@@ -109,6 +109,10 @@ class ItemBudget:
         self.cut_short = 1
         return False
 
+    def room_for(self, seconds: float) -> bool:
+        """Whether ``seconds`` more fit before the end of the budget (always without one)."""
+        return self._minutes is None or seconds <= self.left_s()
+
     def left_s(self) -> float:
         """Seconds until the budget ends, its closing reserve taken out (inf without a budget)."""
         return self.end - time.monotonic()

@@ -127,9 +127,11 @@ class Campaign(Findings):
         if len(batch) < 2:
             return specs
         limit = self.budget.example_timeout_s()
-        # (Should the process die in the batch, its first member is named: its confirmation then runs it alone.)
+        # (Should the process die in the batch, its first member is named: a worker crash, unconfirmed.)
         with self._in_flight(batch[0], limit and limit * len(batch)):
-            outcomes = judged_in_batch(batch, self.config.converter, limit)
+            outcomes = judged_in_batch(
+                batch, self.config.converter, limit, self.budget.capped(limit and limit * len(batch))
+            )
         judged = set()
         for spec, outcome in zip(batch, outcomes, strict=True):
             if outcome is not None:
@@ -171,7 +173,10 @@ class Campaign(Findings):
         shortened = shrinking or timeout_s != wanted
         with self._in_flight(spec, timeout_s):
             outcome = check_spec(
-                spec, converter=self.config.converter, timeout_s=timeout_s, rerun_timeouts=not (shortened or limit_s)
+                spec,
+                converter=self.config.converter,
+                timeout_s=timeout_s,
+                rerun_timeouts=not (shortened or limit_s) and self.budget.room_for(2 * (timeout_s or 0)),
             )
         outcome = _no_finding_if_shortened(outcome, shortened)
         reproduced = self.record(outcome, known)
@@ -247,7 +252,8 @@ class Campaign(Findings):
             return None
         limit = self.budget.capped(self.config.timeout_s)
         with self._in_flight(spec, limit):
-            outcome = check_spec(spec, converter=self.config.converter, timeout_s=limit)
+            rerun = limit == self.config.timeout_s and self.budget.room_for(2 * (limit or 0))
+            outcome = check_spec(spec, converter=self.config.converter, timeout_s=limit, rerun_timeouts=rerun)
         outcome = _no_finding_if_shortened(outcome, limit != self.config.timeout_s)
         if self.record(outcome, known) or outcome.failure is None:  # passed, or a known issue reproduced
             return None

@@ -14,7 +14,7 @@ from hypothesis.control import current_build_context
 from fuzz.generate.reduce import reduce_spec, valid, with_plumbing
 from fuzz.generate.spec import NetSpec
 from fuzz.judge.harness import check_spec
-from fuzz.judge.oracle import RESEMBLES, ParityFailure, WorkerCrash
+from fuzz.judge.oracle import RESEMBLES, ExampleTimeout, ParityFailure, WorkerCrash
 from fuzz.registry.issue import KnownIssue
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.report.failures import confirm, failure_id, failure_record, spec_digest, write_failure
@@ -22,7 +22,7 @@ from fuzz.report.repro import repro_source
 from fuzz.report.run_folder import DIED_OUTSIDE_THUNDER, REDUCING, UNSHRUNK, write_atomically
 from fuzz.report.stats import Confirmation
 from fuzz.report.summary import STOPPED_FIRST
-from fuzz.run.runner import THUNDER_PHASE, hard_limit
+from fuzz.run.runner import THUNDER_PHASE, HarnessError, hard_limit
 
 # Wall-clock bound on the spec-level reduction of each final failure (each check compiles it twice: the network,
 # then its triage): measured on the new-kinds campaign, 50 checks took minutes per failure and a 2-minute budget
@@ -31,6 +31,7 @@ REDUCE_SECONDS = 60.0
 # A confirmation needs about this long (a fresh interpreter imports thunder, compiles, then runs upstream.py: 15-25 s
 # measured); with less of the budget left it is not started.
 CONFIRM_MIN_S = 15.0
+_BUDGET_ENDED = "the budget ran out (run repro.py by hand)"
 
 
 class Findings:
@@ -115,11 +116,14 @@ class Findings:
         if confirming and self.config.confirm:
             # The same network again (another op whose plumbing fails alike, `_reduced`): confirmed once.
             if (confirmation := self._confirmations.get(directory)) is None:
-                limit = min(hard_limit(self.config.timeout_s) if self.config.timeout_s else 600.0, self.budget.left_s())
+                full = hard_limit(self.config.timeout_s) if self.config.timeout_s else 600.0
+                limit = min(full, self.budget.left_s())
                 if limit < CONFIRM_MIN_S:
-                    confirmation = Confirmation(None, "not checked: the budget ran out first (run repro.py by hand)")
+                    confirmation = Confirmation(None, f"not checked: {_BUDGET_ENDED}")
                 else:
                     confirmation = self._confirmations[directory] = confirm(directory, failure, limit)
+                    if confirmation.confirmed is False and "timed out" in confirmation.how and limit < full:
+                        confirmation = Confirmation(None, f"not checked: {_BUDGET_ENDED} while it ran")
             self.stats.set_confirmation(record, confirmation)
         return directory
 
@@ -138,10 +142,20 @@ class Findings:
 
         def still_fails(candidate: NetSpec) -> bool:
             # One run per check, within the reduction's own bound: a slow thunder error path ends the check.
-            limit = min(self.config.timeout_s or REDUCE_SECONDS, REDUCE_SECONDS, max(1.0, self.budget.left_s()))
-            with self._in_flight(candidate, limit):  # a death inside thunder here is a finding of its own
-                outcome = check_spec(candidate, converter=self.config.converter, timeout_s=limit, rerun_timeouts=False)
+            full = min(self.config.timeout_s or REDUCE_SECONDS, REDUCE_SECONDS)
+            limit = min(full, max(1.0, self.budget.left_s()))
+            try:
+                with self._in_flight(candidate, limit):  # a death inside thunder here is a finding of its own
+                    outcome = check_spec(
+                        candidate, converter=self.config.converter, timeout_s=limit, rerun_timeouts=False
+                    )
+            except HarnessError:
+                raise
+            except Exception:  # eager cannot run it (an op's smaller tensors no longer fit its other arguments)
+                return False
             same = outcome.failure is not None and outcome.failure.signature == failure.signature
+            if isinstance(outcome.failure, ExampleTimeout) and limit < full:  # (the end of the budget shortened it)
+                same = False
             if same:
                 found[id(candidate)] = outcome.failure
             applying = known_issues_for(candidate)

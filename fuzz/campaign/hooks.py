@@ -25,6 +25,7 @@ from fuzz.campaign.profiles import PROFILES, register_profiles, seed_generation
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.op_catalog import catalog
 from fuzz.generate.spec import DTYPES
+from fuzz.judge.batch import MAX_BATCH
 from fuzz.report.html import write_report
 from fuzz.report.run_folder import check_run_id, new_run_id
 from fuzz.report.summary import FINDING, HARNESS_ERROR, command_line, item_properties, started_at, summary_lines
@@ -62,9 +63,10 @@ def pytest_configure(config: pytest.Config) -> None:
         value = config.getoption(name)
         if value is not None and value <= 0:
             raise pytest.UsageError(f"--{name.replace('_', '-')} must be positive, got {value}")
-    for name in ("fuzz_shards", "fuzz_batch"):
-        if config.getoption(name) < 1:
-            raise pytest.UsageError(f"--{name.replace('_', '-')} must be at least 1, got {config.getoption(name)}")
+    for name, most in (("fuzz_shards", ""), ("fuzz_batch", MAX_BATCH)):
+        if not 1 <= (value := config.getoption(name)) <= (most or value):
+            bounds = f"at least 1{most and f' and at most {most}'}"
+            raise pytest.UsageError(f"--{name.replace('_', '-')} must be {bounds}, got {value}")
     try:
         # A worker takes the controller's device: pinned to a GPU that is not there, "auto" would quietly become cpu.
         device = getattr(config, "workerinput", {}).get("fuzz_device") or resolve_device(
@@ -251,9 +253,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselected (one count in pytest's summary line, not one skip per item in every campaign's report): the
-    registry's re-tests without ``--known-issues check``, and each model-zoo architecture's test on all shards but one
-    (`_zoo_shard`: the architectures spread over the shards)."""
+    """Deselected (one count, not a skip per item): registry re-tests unless ``--known-issues check``, each zoo
+    architecture's test on all shards but its own (`zoo_shard`); then the campaign's items shard by shard."""
     campaign = config.stash[CAMPAIGN]
     deselected = [
         item

@@ -29,7 +29,9 @@ def zoo_shard(item: pytest.Item, shards: int) -> int | None:
 
 def budget_weight(item: pytest.Item, shards: int) -> float:
     """An item's share of the budget, relative to a shard of a family: a zoo architecture's test has the share that
-    spreads the family's shards over the architectures."""
+    spreads the family's shards over the architectures; an item that is no campaign item none."""
+    if shard_of(item) is None:  # not a campaign item (a registry re-test): no share
+        return 0.0
     return min(1.0, shards / len(ARCHITECTURES)) if zoo_shard(item, shards) is not None else 1.0
 
 

@@ -162,13 +162,22 @@ def _with_size(value: Any, size: int, new: int) -> Any:
     return value
 
 
+def _has_values(value: Any) -> bool:
+    """Whether an op layer's params (nested) hold a literal-valued tensor (``{"values": ...}``: indices, masks)."""
+    if isinstance(value, dict):
+        return "values" in value or any(_has_values(item) for item in value.values())
+    return isinstance(value, list) and any(_has_values(item) for item in value)
+
+
 def _smaller_op_tensors(spec: NetSpec) -> Iterator[NetSpec]:
     """Each op layer's tensor arguments smaller, toward the smallest shape that still fails: every dimension of one
     size made 1 (then 2), the largest size first, in all the call's tensor arguments at once (and in its recorded
     mutation), so that dimensions the op needs equal (broadcast, a matmul's inner one) stay equal. A call the smaller
     shapes break fails in eager, which no candidate survives."""
     for index, layer in enumerate(spec.layers):
-        if "op" not in layer.params:
+        # (Not a call with literal index tensors: smaller shapes would put their values out of range, which on CUDA is
+        # a device-side assert that poisons the process.)
+        if "op" not in layer.params or _has_values(layer.params):
             continue
         literals = ops.tensor_literals([*layer.params["args"], *layer.params["kwargs"].values()])
         for size in sorted({d for t in literals for d in t["tensor"] if d > 1}, reverse=True):

@@ -285,7 +285,6 @@ def check_spec(
     """
     start = time.perf_counter()
     thunder = _ThunderRuns(timeout_s, rerun_timeouts, first=first_run)
-    measured = first_run is None or first_run[1] is None or first_run[1].saved_bytes is not None
 
     def invalid(reason: str) -> Outcome:
         seconds = time.perf_counter() - start
@@ -313,7 +312,7 @@ def check_spec(
         # still is: an input gradient of truth 0 (RMSNorm of width 1) is -6e-8 in one thunder run and 0 in the other.
         reference, baseline, probe = None, "thunderfx without checkpoints", None
 
-    eager_bytes = eager_saved(example).bytes if spec.checkpoint_regions and measured else 0
+    eager_bytes = eager_saved(example).bytes if spec.checkpoint_regions else 0
 
     def run(name: str) -> ThunderRun:
         result, report, failure = thunder(example, name)

@@ -80,7 +80,9 @@ def run_thunderfx_batch(examples: Sequence[Example], modules: Sequence[types.Mod
     from thunder.dynamo import thunderfx
 
     ours(forget_compilations)
-    with in_phase(THUNDER_PHASE), importable(modules):
+    # Each member is a recompile of the same module-call code: without this, dynamo would make later members' sizes
+    # dynamic, as no network alone gets.
+    with in_phase(THUNDER_PHASE), importable(modules), torch._dynamo.config.patch(automatic_dynamic_shapes=False):
         try:
             nets, xs = [example.net for example in examples], [fresh_input(example.input) for example in examples]
             compiled = thunderfx(Batched(nets))
