@@ -327,9 +327,10 @@ class Campaign(Findings):
             return None
         self._progress_examples = merged.examples
         wall = time.time() - self.started
+        own = time.time() - (merged.items_started_at or self.started)  # the campaign's own time (`make test`: not all)
         failures = sum(merged.failing_examples.values())
         return (
-            f"[fuzz {wall:.0f} s] {merged.examples} examples, {merged.examples / wall:.2f}/s, "
+            f"[fuzz {wall:.0f} s] {merged.examples} examples, {merged.examples / max(own, 1e-9):.2f}/s, "
             f"valid {merged.valid / merged.examples:.1%}, compiled {merged.compiled}/{merged.valid}, "
             f"failing examples {failures}{f' {dict(merged.failing_examples)}' if failures else ''}"
         )
