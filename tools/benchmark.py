@@ -45,6 +45,19 @@ from fuzz.run.runner import run_eager, run_reference
 _DETERMINISTIC_KINDS = tuple(name for name, kind in LAYER_KINDS.items() if not kind.random)
 
 
+def fixed_draws(examples: int) -> settings:
+    """Hypothesis settings that draw the same ``examples`` networks on every run and machine: derandomized, no
+    database, generation only, no deadline or health check."""
+    return settings(
+        derandomize=True,
+        database=None,
+        max_examples=examples,
+        phases=(Phase.generate,),
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
 def harness_pass(
     campaign: Campaign, examples: int, after_each: Callable[[int], None] = lambda ran: None
 ) -> tuple[float, list[NetSpec]]:
@@ -54,14 +67,7 @@ def harness_pass(
     """
     ran: list[NetSpec] = []
 
-    @settings(
-        derandomize=True,
-        database=None,
-        max_examples=examples,
-        phases=(Phase.generate,),
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @fixed_draws(examples)
     @given(data=st.data())
     def one_example(data: st.DataObject) -> None:
         # No network a known issue matches: the stripped network its failure is checked against is a second compile

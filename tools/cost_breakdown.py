@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from fuzz.campaign.config import CampaignConfig
@@ -35,6 +35,7 @@ from fuzz.model_builder import build_example
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.run.passes import forward_backward, fresh_input
 from fuzz.run.runner import on_phase_change
+from tools.benchmark import fixed_draws
 
 FAMILIES: dict[str, Callable[[Campaign], st.SearchStrategy[NetSpec]]] = {
     "general": lambda campaign: campaign.specs(),
@@ -87,14 +88,7 @@ def breakdown(family: str, examples: int, artifacts: Path) -> dict[str, float]:
     strategy = FAMILIES[family](campaign).filter(lambda spec: not known_issues_for(spec))
     rows: list[dict[str, float]] = []
 
-    @settings(
-        derandomize=True,
-        database=None,
-        max_examples=examples,
-        phases=(Phase.generate,),
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    @fixed_draws(examples)
     @given(data=st.data())
     def one_example(data: st.DataObject) -> None:
         clock = PhaseClock()

@@ -82,10 +82,9 @@ class ItemBudget:
         if sweep:
             share = self._sweep_item_s or 0.0
         else:
-            sweeping_s = max(0.0, self._items[0] - sweeps_started) * (
-                self._sweep_item_s or 0.0
-            )  # the sweep still needs
-            to_come = max(weight, self._items[1] - others_started + weight)  # this item's weight and the rest's
+            # What the sweep's items not started yet need; this item's weight and the rest's.
+            sweeping_s = max(0.0, self._items[0] - sweeps_started) * (self._sweep_item_s or 0.0)
+            to_come = max(weight, self._items[1] - others_started + weight)
             share = weight * max(0.0, self.left_s() * self._workers - sweeping_s) / to_come
         self.deadline = min(time.monotonic() + share, self.end)
 

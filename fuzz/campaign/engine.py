@@ -77,7 +77,9 @@ class Campaign(Findings):
     def start_item(self, sweep: bool = False, weight: float = 1.0) -> None:
         """A new test item (shard; ``sweep``: of the op sweep) starts: its share of the budget (``weight`` times a
         shard's), nothing remembered from the last one."""
-        started = self.folder.mark_item_started(self.worker, sweep, weight) if self.config.minutes else None
+        if weight:  # a campaign item (`fuzz.campaign.items.budget_weight`)
+            self.stats.item_started()
+        started = self.folder.mark_item_started(self.worker, sweep, weight) if self.config.minutes and weight else None
         self.budget.start_item(sweep, weight, started)
         self._outcomes.clear()
 
@@ -167,18 +169,7 @@ class Campaign(Findings):
             return seen
         limit = self.budget.shrinking_timeout_s()
         shrinking = limit != self.config.timeout_s
-        wanted = limit_s if limit_s and not shrinking else limit
-        timeout_s = self.budget.capped(wanted)
-        # While shrinking or near the end of the budget, a time-out only rejects the example: no second run.
-        shortened = shrinking or timeout_s != wanted
-        with self._in_flight(spec, timeout_s):
-            outcome = check_spec(
-                spec,
-                converter=self.config.converter,
-                timeout_s=timeout_s,
-                rerun_timeouts=not (shortened or limit_s) and self.budget.room_for(2 * (timeout_s or 0)),
-            )
-        outcome = _no_finding_if_shortened(outcome, shortened)
+        outcome = self._checked(spec, limit_s if limit_s and not shrinking else limit, shrinking, rerun=not limit_s)
         reproduced = self.record(outcome, known)
         if outcome.failure is not None:
             _release_frames(outcome.failure)  # kept in memory: keep no tensors alive through its tracebacks
@@ -188,6 +179,19 @@ class Campaign(Findings):
             del self._outcomes[next(iter(self._outcomes))]
         self._outcomes[key] = outcome, reproduced
         return outcome, reproduced
+
+    def _checked(self, spec: NetSpec, limit_s: float | None, shrinking: bool = False, rerun: bool = True) -> Outcome:
+        """``spec`` run and judged under ``limit_s`` cut to what is left of the budget, recorded as in flight. Where
+        ``shrinking`` or the end of the budget shortened the limit, a time-out only rejects the example; otherwise it is
+        run a second time (when ``rerun`` and the budget has room for it) before it counts."""
+        timeout_s = self.budget.capped(limit_s)
+        shortened = shrinking or timeout_s != limit_s
+        rerun = rerun and not shortened and self.budget.room_for(2 * (timeout_s or 0))
+        with self._in_flight(spec, timeout_s):
+            outcome = check_spec(spec, converter=self.config.converter, timeout_s=timeout_s, rerun_timeouts=rerun)
+        if shortened and isinstance(outcome.failure, ExampleTimeout):
+            return replace(outcome, valid=False, invalid_reason=SHORTENED, failure=None)
+        return outcome
 
     def _in_flight(self, spec: NetSpec, limit_s: float | None = None) -> contextlib.AbstractContextManager[None]:
         """Record ``spec`` as the one this process is running under ``limit_s`` (default: the campaign's time limit),
@@ -250,11 +254,7 @@ class Campaign(Findings):
         known = known_issues_for(spec)
         if self._skipped_as_known(known):
             return None
-        limit = self.budget.capped(self.config.timeout_s)
-        with self._in_flight(spec, limit):
-            rerun = limit == self.config.timeout_s and self.budget.room_for(2 * (limit or 0))
-            outcome = check_spec(spec, converter=self.config.converter, timeout_s=limit, rerun_timeouts=rerun)
-        outcome = _no_finding_if_shortened(outcome, limit != self.config.timeout_s)
+        outcome = self._checked(spec, self.config.timeout_s)
         if self.record(outcome, known) or outcome.failure is None:  # passed, or a known issue reproduced
             return None
         _release_frames(outcome.failure)
@@ -355,13 +355,6 @@ class Campaign(Findings):
         self.latest_problem = self.folder.write_summary(summary)
         self.summary_exit_status = exit_status
         return summary
-
-
-def _no_finding_if_shortened(outcome: Outcome, shortened: bool) -> Outcome:
-    """``outcome``, rejected where it timed out under a limit that shrinking or the end of the budget shortened."""
-    if shortened and isinstance(outcome.failure, ExampleTimeout):
-        return replace(outcome, valid=False, invalid_reason=SHORTENED, failure=None)
-    return outcome
 
 
 def _stop_if_interrupted() -> None:

@@ -283,9 +283,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     campaign = item.config.stash[CAMPAIGN]
     campaign.start_item(sweeps(item), budget_weight(item, campaign.config.shards))
-    if (shard := shard_of(item)) is not None:
-        campaign.stats.item_started()
-    if shard is None or not hasattr(item.obj, "hypothesis"):  # the op sweep: no Hypothesis
+    if (shard := shard_of(item)) is None or not hasattr(item.obj, "hypothesis"):  # the op sweep: no Hypothesis
         return
     if settings.default.derandomize:
         # Derandomized runs (no database) seed every parametrization alike; give each shard its own.
