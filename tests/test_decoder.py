@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 
 from fuzz.generate.decoder import checkpointing_thunderfx_spec, decoder_specs
 from fuzz.generate.spec import NetSpec, validate
-from fuzz.judge.harness import _run_thunder, check_spec
+from fuzz.judge.harness import check_spec
+from fuzz.judge.thunder_runs import run_thunder
 from fuzz.model_builder import build_example
 from fuzz.run.runner import run_eager
 from tests.campaign_runs import run_campaign
@@ -74,7 +75,7 @@ def test_thunders_checkpointing_network_on_cpu():
     example = build_example(SEED)
     eager = run_eager(example)
     start = time.perf_counter()
-    thunder, report, failure = _run_thunder(example, "fixed", 300)
+    thunder, report, failure = run_thunder(example, "fixed", 300)
     thunder_s = time.perf_counter() - start
     assert failure is None
     worst, worst_share = 0.0, 0.0  # largest |difference|, and largest share of assert_close's allowance

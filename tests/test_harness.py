@@ -13,10 +13,10 @@ from fuzz.fix import STOCK_CONVERTER
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.judge.harness import check_spec
 from fuzz.judge.oracle import ExampleTimeout, GradientDivergence, ThunderCrash
-from fuzz.judge.outcome import ConverterComparison
+from fuzz.judge.outcome import VERDICT_CUT, ConverterComparison
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.report.failures import failure_id
-from tests.faults import busy, injected, replaced
+from tests.faults import _scaled_gradient, busy, injected, replaced
 
 
 def _spec(*kinds, checkpoints=((0, 1),), dtype="float32", features=3) -> NetSpec:
@@ -90,16 +90,44 @@ def test_a_region_thunder_rejects_is_reported_as_a_fallback_not_a_pass(monkeypat
     assert outcome.compile_report.fallback_checkpoints == 1 and outcome.compile_report.thunder_checkpoints == 0
 
 
-def test_a_hung_compile_is_a_timeout(monkeypatch):
-    def hangs(a):
-        busy(60)
-        return a
+def _tanh_hangs(a):
+    busy(60)
+    return a
 
-    monkeypatch.setitem(_torch_to_thunder_function_map, torch.tanh, hangs)
+
+def test_a_hung_compile_is_a_timeout(monkeypatch):
+    monkeypatch.setitem(_torch_to_thunder_function_map, torch.tanh, _tanh_hangs)
     start = time.monotonic()
     outcome = check_spec(_spec("tanh"), timeout_s=2)
     assert isinstance(outcome.failure, ExampleTimeout) and time.monotonic() - start < 30
     assert outcome.timeout_reruns == 1  # it hung twice: a real hang
+
+
+def test_the_deadline_cuts_a_hung_compile_short_and_the_example_has_no_verdict(monkeypatch):
+    monkeypatch.setitem(_torch_to_thunder_function_map, torch.tanh, _tanh_hangs)
+    start = time.monotonic()
+    outcome = check_spec(_spec("tanh"), timeout_s=30, deadline=start + 2)
+    assert time.monotonic() - start < 8  # (its own limit, 30 s, and a rerun: a minute)
+    assert outcome.cut_short and outcome.failure is None and outcome.timeout_reruns == 0
+    assert outcome.invalid_reason == VERDICT_CUT
+
+
+def test_the_deadline_cuts_a_later_run_of_the_verdict_short_and_says_what_thunderfx_had_done(monkeypatch):
+    # thunderfx's bfloat16 tanh gradient is 5 % off, and it hangs one precision up, in float32 (the run that tells an
+    # accuracy gap from a bug: asked for an error that small).
+    scaled = _scaled_gradient(_torch_to_thunder_function_map[torch.tanh], 1.05)
+
+    def scaled_or_hangs_in_float32(a):
+        if "float32" in str(a.dtype):
+            busy(60)
+        return scaled(a)
+
+    monkeypatch.setitem(_torch_to_thunder_function_map, torch.tanh, scaled_or_hangs_in_float32)
+    start = time.monotonic()
+    outcome = check_spec(_spec("tanh", dtype="bfloat16"), timeout_s=30, deadline=start + 3)
+    assert time.monotonic() - start < 9
+    assert outcome.cut_short and outcome.failure is None
+    assert outcome.invalid_reason == f"{VERDICT_CUT} (thunderfx had failed: its results differ from eager's)"
 
 
 @pytest.mark.parametrize("rerun_timeouts", [True, False])

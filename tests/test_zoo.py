@@ -121,17 +121,17 @@ def test_the_self_consistency_check_tells_a_wrong_gradient_from_a_right_one():
     forward is no failure on a sound model and fails once thunder's SDPA gradient inside the checkpoints is doubled.
     This Llama's RMSNorm computes in float32, so its loss is rough for central differences: eager's own disagreement
     (1.5e-4 relative) makes the sound model's check inconclusive instead of a false failure."""
-    from fuzz.judge.harness import _ThunderRuns
     from fuzz.judge.oracle import GradientDivergence
     from fuzz.judge.self_consistency import self_consistent
+    from fuzz.judge.thunder_runs import ThunderRuns
 
     spec = zoo_spec(
         ZooModel("llama", heads=2, head_size=2, kv_heads=1, intermediate=4, attention="sdpa"), vocab=8, seq=3
     )
-    sound = self_consistent(spec, _ThunderRuns(300, False), "fixed")
+    sound = self_consistent(spec, ThunderRuns(300, False), "fixed")
     assert sound is True or "too rough here to judge" in sound, sound
     with injected("sdpa-grad-x2"):
-        verdict = self_consistent(spec, _ThunderRuns(300, False), "fixed")
+        verdict = self_consistent(spec, ThunderRuns(300, False), "fixed")
     print(f"self-consistency: sound {sound!r}; doubled SDPA gradient {verdict}")
     assert isinstance(verdict, GradientDivergence), verdict
     assert "not the derivative of its own forward" in str(verdict)

@@ -48,7 +48,7 @@ from fuzz.strategies import OP_KINDS, net_specs
 
 _STATS_EVERY_S = 10.0
 _REMEMBERED_OUTCOMES = 512  # per item; outcomes hold no tensors
-SHORTENED = "over its time limit, shortened while shrinking or at the end of the budget"
+SHORTENED = "over its time limit, shortened while shrinking"
 
 
 class Campaign(Findings):
@@ -99,7 +99,7 @@ class Campaign(Findings):
             event(f"skipped, known issue: {', '.join(issue.id for issue in known)}")
             reject()
         outcome, reproduced = self._outcome(spec, known, limit_s)
-        self.budget.count(outcome, cut=outcome.invalid_reason == SHORTENED)
+        self.budget.count(outcome, cut=outcome.invalid_reason == SHORTENED or outcome.cut_short)
         if not outcome.valid:
             event(f"invalid: {outcome.invalid_reason}")
             reject()
@@ -181,15 +181,16 @@ class Campaign(Findings):
         return outcome, reproduced
 
     def _checked(self, spec: NetSpec, limit_s: float | None, shrinking: bool = False, rerun: bool = True) -> Outcome:
-        """``spec`` run and judged under ``limit_s`` cut to what is left of the budget, recorded as in flight. Where
-        ``shrinking`` or the end of the budget shortened the limit, a time-out only rejects the example; otherwise it is
-        run a second time (when ``rerun`` and the budget has room for it) before it counts."""
-        timeout_s = self.budget.capped(limit_s)
-        shortened = shrinking or timeout_s != limit_s
-        rerun = rerun and not shortened and self.budget.room_for(2 * (timeout_s or 0))
-        with self._in_flight(spec, timeout_s):
-            outcome = check_spec(spec, converter=self.config.converter, timeout_s=timeout_s, rerun_timeouts=rerun)
-        if shortened and isinstance(outcome.failure, ExampleTimeout):
+        """``spec`` run and judged under ``limit_s``, none of its thunderfx runs past the end of the budget (a verdict
+        that end cuts short is none: invalid), recorded as in flight. Where ``shrinking`` shortened the limit, a
+        time-out only rejects the example; otherwise it is run a second time (when ``rerun`` and the budget has room
+        for it) before it counts."""
+        rerun = rerun and not shrinking and self.budget.room_for(2 * (limit_s or 0))
+        with self._in_flight(spec, self.budget.capped(limit_s)):
+            outcome = check_spec(
+                spec, converter=self.config.converter, timeout_s=limit_s, rerun_timeouts=rerun, deadline=self.budget.end
+            )
+        if shrinking and isinstance(outcome.failure, ExampleTimeout):
             return replace(outcome, valid=False, invalid_reason=SHORTENED, failure=None)
         return outcome
 

@@ -14,7 +14,7 @@ from hypothesis.control import current_build_context
 from fuzz.generate.reduce import reduce_spec, valid, with_plumbing
 from fuzz.generate.spec import NetSpec
 from fuzz.judge.harness import check_spec
-from fuzz.judge.oracle import RESEMBLES, ExampleTimeout, ParityFailure, WorkerCrash
+from fuzz.judge.oracle import RESEMBLES, ParityFailure, WorkerCrash
 from fuzz.registry.issue import KnownIssue
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.report.failures import confirm, failure_id, failure_record, spec_digest, write_failure
@@ -141,21 +141,23 @@ class Findings:
         found: dict[int, ParityFailure] = {}
 
         def still_fails(candidate: NetSpec) -> bool:
-            # One run per check, within the reduction's own bound: a slow thunder error path ends the check.
-            full = min(self.config.timeout_s or REDUCE_SECONDS, REDUCE_SECONDS)
-            limit = min(full, max(1.0, self.budget.left_s()))
+            # One run per check, within the reduction's own bound: a slow thunder error path ends the check. (One the
+            # end of the budget cuts short is invalid: no step.)
+            limit = min(self.config.timeout_s or REDUCE_SECONDS, REDUCE_SECONDS)
             try:
-                with self._in_flight(candidate, limit):  # a death inside thunder here is a finding of its own
+                with self._in_flight(candidate, self.budget.capped(limit)):  # a death in thunder is a finding itself
                     outcome = check_spec(
-                        candidate, converter=self.config.converter, timeout_s=limit, rerun_timeouts=False
+                        candidate,
+                        converter=self.config.converter,
+                        timeout_s=limit,
+                        rerun_timeouts=False,
+                        deadline=self.budget.end,
                     )
             except HarnessError:
                 raise
             except Exception:  # eager cannot run it (an op's smaller tensors no longer fit its other arguments)
                 return False
             same = outcome.failure is not None and outcome.failure.signature == failure.signature
-            if isinstance(outcome.failure, ExampleTimeout) and limit < full:  # (the end of the budget shortened it)
-                same = False
             if same:
                 found[id(candidate)] = outcome.failure
             applying = known_issues_for(candidate)

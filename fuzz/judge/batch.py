@@ -18,8 +18,9 @@ from dataclasses import replace
 
 from fuzz.fix import use_converter
 from fuzz.generate.spec import NetSpec
-from fuzz.judge.harness import _drop_inductor_code_caches, check_spec
+from fuzz.judge.harness import check_spec
 from fuzz.judge.outcome import Outcome
+from fuzz.judge.thunder_runs import drop_inductor_code_caches
 from fuzz.model_builder import build_example
 from fuzz.run.batched import member_modules, run_thunderfx_batch
 from fuzz.run.runner import CompileReport, Deadline, HarnessError, interrupted, time_limit
@@ -61,7 +62,7 @@ def judged_in_batch(
     except (Deadline, Exception):
         if interrupted():  # the run is being stopped; thunder may have wrapped the KeyboardInterrupt
             raise KeyboardInterrupt("interrupted while thunder ran a batch") from None
-        _drop_inductor_code_caches()  # (a time-out inside inductor, as for one network)
+        drop_inductor_code_caches()  # (a time-out inside inductor, as for one network)
         return [None] * len(specs)
     share_s = (time.perf_counter() - start) / len(specs)  # each member's part of the batch's thunder time
     if not report.compiled_everything(sum(spec.checkpoint_regions for spec in specs)):

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import time
-import traceback
-from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
-import fuzz.fix
-from fuzz.fix import use_converter
 from fuzz.generate.reduce import without_randomness
 from fuzz.generate.spec import NetSpec
 from fuzz.judge.memory import memory_failure, saves_too_much
@@ -40,21 +36,16 @@ from fuzz.judge.outcome import (
 )
 from fuzz.judge.parity import right_one_precision_up
 from fuzz.judge.self_consistency import self_consistent
+from fuzz.judge.thunder_runs import ThunderRun, ThunderRuns, VerdictCut
 from fuzz.model_builder import Example, TrainingSteps, build_example
 from fuzz.run.passes import NUDGES, finite, nudged_runs
 from fuzz.run.runner import (
     CompileReport,
-    Deadline,
-    HarnessError,
-    TimeLimit,
     eager_saved,
     in_phase,
-    interrupted,
     ours,
     run_eager,
     run_reference,
-    run_thunderfx,
-    time_limit,
     training_of,
 )
 
@@ -70,82 +61,6 @@ def _non_finite_part(result: tuple, eager: tuple) -> tuple[tuple, tuple]:
     return (output, {n: grads[n] for n in names}), (eager_output, {n: eager_grads[n] for n in names})
 
 
-ThunderRun = tuple[tuple | None, CompileReport | None, ParityFailure | None]
-
-# Our code that thunder calls while it compiles: the fix's wrapper around its converter. (The
-# network's code, fuzz/generate/layers.py and the like, is not ours here: thunder interprets it, and a torch
-# op that rejects thunder's proxies raises from the network's frame. The harness's steps around
-# thunder's run raise `HarnessError` themselves: `fuzz.run.runner.ours`.)
-_OUR_CODE_IN_THUNDER = Path(fuzz.fix.__file__)
-
-
-def _raised_by_our_code_in_thunder(error: BaseException) -> traceback.FrameSummary | None:
-    """The frame of ours that raised ``error`` while thunder ran (see `_OUR_CODE_IN_THUNDER`), or None."""
-    frames = traceback.extract_tb(error.__traceback__)
-    return frames[-1] if frames and Path(frames[-1].filename) == _OUR_CODE_IN_THUNDER else None
-
-
-def _drop_inductor_code_caches() -> None:
-    """Forget inductor's in-memory compiled code after a time-out.
-
-    A limit that ran out inside inductor (after the alarm's grace, `fuzz.run.runner.time_limit`) leaves its C++ build
-    thread running; our next dynamo reset clears the timing dict that thread writes to, and the build's
-    ``KeyError: 'compile_file'`` stays in the code cache: every later network using that kernel "crashed" (seen on
-    a loaded machine in the dead-worker self-test, as a thunder-crash no fresh interpreter reproduced).
-    """
-    import torch._inductor.utils
-
-    torch._inductor.utils.clear_caches()
-
-
-def _run_thunder(example, converter: str, timeout_s: float | None, run=run_thunderfx) -> ThunderRun:
-    limit = TimeLimit(timeout_s)
-    try:
-        with use_converter(converter), time_limit(timeout_s) as limit:
-            result, report = run(example)
-    except Deadline:
-        _drop_inductor_code_caches()
-        return None, None, ExampleTimeout.after(timeout_s)
-    except HarnessError:
-        raise
-    except Exception as error:
-        if interrupted():  # the run is being stopped; thunder's interpreter wrapped the KeyboardInterrupt
-            raise KeyboardInterrupt("interrupted while thunder ran") from error
-        if limit.expired:  # thunder's interpreter re-raised our Deadline as an error of its own
-            _drop_inductor_code_caches()
-            return None, None, ExampleTimeout.after(timeout_s)
-        if frame := _raised_by_our_code_in_thunder(error):
-            raise HarnessError.of(error, frame.name) from error
-        return None, None, ThunderCrash.of(error)
-    return result, report, None
-
-
-@dataclass
-class _ThunderRuns:
-    """Runs thunderfx under the per-example limit; with ``rerun_timeouts`` a run over it is run once more.
-
-    A time-out counts only when the second run in this process is over the limit too: the first
-    may have paid the process's one-off costs (measured: inductor's first compile of thunderfx's
-    fallback, imports and pattern set-up included, 8-17 s on a network that then takes 1 s) or a
-    burst of load from other processes. A real hang hangs twice.
-    """
-
-    timeout_s: float | None
-    rerun_timeouts: bool
-    reruns: int = 0
-    first: ThunderRun | None = None  # what the first call returns without running (`check_spec`'s ``first_run``)
-
-    def __call__(self, example, converter: str, run=run_thunderfx) -> ThunderRun:
-        if self.first is not None:
-            first, self.first = self.first, None
-            return first
-        result = _run_thunder(example, converter, self.timeout_s, run)
-        if self.rerun_timeouts and isinstance(result[2], ExampleTimeout):
-            self.reruns += 1
-            result = _run_thunder(example, converter, self.timeout_s, run)
-        return result
-
-
 def _probe(example: Example):
     """The nudged eager runs of ``example`` (see `fuzz.run.passes.nudged_runs`), computed when called."""
 
@@ -157,7 +72,7 @@ def _probe(example: Example):
     return probe
 
 
-def _right_one_precision_up(example: Example, thunder: _ThunderRuns, converter: str, reference: tuple):
+def _right_one_precision_up(example: Example, thunder: ThunderRuns, converter: str, reference: tuple):
     """Whether thunderfx is right on ``example`` in the next wider dtype, computed when called (`fuzz.judge.parity`)."""
 
     def thunder_run(net, x, cotangent, training):
@@ -165,6 +80,7 @@ def _right_one_precision_up(example: Example, thunder: _ThunderRuns, converter: 
         return thunder(Example(net, x, cotangent, steps), converter)[0]
 
     def right():
+        thunder.found = thunder.found or "its results differ from eager's"  # (asked only then)
         with in_phase("eager"):  # its thunderfx run marks itself
             net, x, cotangent = example.net, example.input, example.cotangent
             return ours(right_one_precision_up, thunder_run, net, x, cotangent, reference, training_of(example))
@@ -173,7 +89,7 @@ def _right_one_precision_up(example: Example, thunder: _ThunderRuns, converter: 
 
 
 def _memory(
-    spec: NetSpec, example: Example, eager_bytes: int, report: CompileReport, thunder: _ThunderRuns, converter: str
+    spec: NetSpec, example: Example, eager_bytes: int, report: CompileReport, thunder: ThunderRuns, converter: str
 ) -> ParityFailure | None:
     """The memory contract (`fuzz.judge.memory`) of a network whose results match: its `MemoryFailure`, triaged
     checkpoint-specific (the contract compares each side with and without checkpoints), or None.
@@ -210,7 +126,7 @@ def _triage(
     example: Example,
     eager: tuple,
     reference: tuple | None,
-    thunder: _ThunderRuns,
+    thunder: ThunderRuns,
     failure: ParityFailure,
 ) -> Triage:
     """Whether ``failure`` of ``spec`` (built as ``example``) needs its checkpoints: run eager and thunderfx on its
@@ -243,9 +159,7 @@ def _failure_kind(failure: ParityFailure) -> str:
     return "timeout" if isinstance(failure, ExampleTimeout) else "divergence"
 
 
-def _without_randomness(
-    spec: NetSpec, converter: str, timeout_s: float | None, rerun_timeouts: bool
-) -> ParityFailure | str:
+def _without_randomness(spec: NetSpec, converter: str, thunder: ThunderRuns) -> ParityFailure | str:
     """A random network's failure when its network without random numbers (`fuzz.generate.reduce.without_randomness`)
     fails too, judged as every deterministic network is (against eager, in its own dtype, probed, triaged): what it
     then finds, forward divergences and one dtype's bugs included, is the network's failure, not two random streams
@@ -254,7 +168,7 @@ def _without_randomness(
     twin = without_randomness(spec)
     if twin is None:
         return "it has no layers but random ones"
-    outcome = check_spec(twin, converter=converter, timeout_s=timeout_s, rerun_timeouts=rerun_timeouts)
+    outcome = _verdict(twin, converter, ThunderRuns(thunder.timeout_s, thunder.rerun_timeouts, thunder.deadline))
     # (A time-out: no verdict. A memory failure: the question is whether the values differ without random layers.)
     if outcome.failure is None or isinstance(outcome.failure, (ExampleTimeout, MemoryFailure)):
         return "without its random layers it passes" if outcome.valid else "without its random layers it is not valid"
@@ -270,6 +184,7 @@ def check_spec(
     timeout_s: float | None = DEFAULT_TIMEOUT_S,
     rerun_timeouts: bool = True,
     first_run: ThunderRun | None = None,
+    deadline: float = math.inf,
 ) -> Outcome:
     """Run ``spec`` eagerly and under thunderfx with ``converter`` ("fixed", "stock" or "both") and judge.
 
@@ -282,9 +197,21 @@ def check_spec(
     An eager failure is a bug of the harness (specs are valid by construction) and propagates.
     ``first_run``: thunderfx's run of a deterministic network made elsewhere (`fuzz.judge.batch`), judged in place of
     the first one; a report without saved bytes then leaves the memory contract unchecked.
+    ``deadline`` (`time.monotonic`): no thunderfx run of the verdict goes more than a second past it; a verdict it
+    cuts short is none: the example is invalid (`VERDICT_CUT`).
     """
+    thunder = ThunderRuns(timeout_s, rerun_timeouts, deadline, first=first_run)
     start = time.perf_counter()
-    thunder = _ThunderRuns(timeout_s, rerun_timeouts, first=first_run)
+    try:
+        return _verdict(spec, converter, thunder)
+    except VerdictCut:
+        seconds = time.perf_counter() - start
+        return Outcome(spec, False, thunder.cut_reason(), seconds=seconds, timeout_reruns=thunder.reruns)
+
+
+def _verdict(spec: NetSpec, converter: str, thunder: ThunderRuns) -> Outcome:
+    """`check_spec`'s verdict on ``spec`` with ``thunder``'s runs (`VerdictCut` propagates)."""
+    start = time.perf_counter()
 
     def invalid(reason: str) -> Outcome:
         seconds = time.perf_counter() - start
@@ -316,9 +243,11 @@ def check_spec(
 
     def run(name: str) -> ThunderRun:
         result, report, failure = thunder(example, name)
+        thunder.found = thunder.found or (failure and failure.failure_class)
         # Not under autocast: one precision up it would still compute in bfloat16 (or, in float64, not at all).
         up = None if reference is None or spec.autocast else _right_one_precision_up(example, thunder, name, reference)
         failure = failure or judge(result, expected, reference, baseline, probe, up)
+        thunder.found = thunder.found or (failure and failure.failure_class)
         if failure is not None or report.saved_bytes is None:
             return result, report, failure
         return result, report, _memory(spec, example, eager_bytes, report, thunder, name)
@@ -326,7 +255,7 @@ def check_spec(
     result, report, failure = run("fixed" if converter == "both" else converter)
     random_triage = f"judged against {baseline}"  # a random network's own failure: it ran against its baseline
     if spec.random and isinstance(failure, (ForwardDivergence, GradientDivergence, StateDivergence)):
-        deterministic = _without_randomness(spec, converter, timeout_s, rerun_timeouts)
+        deterministic = _without_randomness(spec, converter, thunder)
         if isinstance(deterministic, ParityFailure):
             failure = deterministic
         elif spec.model is not None:

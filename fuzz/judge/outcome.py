@@ -13,6 +13,10 @@ from fuzz.judge.oracle import ParityFailure
 from fuzz.judge.parity import truth_name
 from fuzz.run.runner import CompileReport
 
+# The invalid reason of an example whose verdict a deadline cut short (`fuzz.judge.harness.check_spec`): no verdict,
+# as for a time-out under a limit the budget shortened; what thunderfx's first run found, if anything, follows it.
+VERDICT_CUT = "cut: the end of the budget came before its verdict"
+
 
 @dataclass
 class ConverterComparison:
@@ -64,6 +68,11 @@ class Outcome:
             f"largest relative error against the float64 reference: thunderfx's {self.discrepancy:.2g}, "
             f"eager's {self.eager_error:.2g}"
         )
+
+    @property
+    def cut_short(self) -> bool:
+        """A deadline cut its verdict short (`VERDICT_CUT`): it was not judged."""
+        return not self.valid and (self.invalid_reason or "").startswith(VERDICT_CUT)
 
     @property
     def converters_disagree(self) -> bool | None:
