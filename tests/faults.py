@@ -31,7 +31,7 @@ from thunder.torch.langctx import _method_name_to_fn_map
 _HUGE = 2.0**100
 
 
-def _scaled_gradient(op, factor: float, signed: bool = False):
+def scaled_gradient(op, factor: float, signed: bool = False):
     def faulty(*args, **kwargs):
         result = op(*args, **kwargs)
         y = result[0] if isinstance(result, tuple) else result  # max(dim): (values, indices)
@@ -48,7 +48,7 @@ def scaled_gradient_in(op, factor: float, dtypes: tuple[str, ...] = ("bfloat16",
     is then right one precision up, as with a bug in a low-precision kernel, what an accuracy gap must not swallow).
     ``signed``: by ``factor`` where the op's input is positive and by ``2 - factor`` where it is negative, an error
     of |factor - 1| that leaves the gradient's least-squares scale about right (elementwise, not systematic)."""
-    scaled = _scaled_gradient(op, factor, signed)
+    scaled = scaled_gradient(op, factor, signed)
 
     def faulty(a, *args, **kwargs):
         return (scaled if str(a.dtype).rpartition(".")[2].rstrip("_") in dtypes else op)(a, *args, **kwargs)
@@ -61,7 +61,7 @@ def _gradient_x2_where(fires: Callable[..., bool]):
     """A fault maker: the op whose gradient is doubled on the calls ``fires`` (given the op's arguments) says."""
 
     def make_faulty(op):
-        scaled = _scaled_gradient(op, 2.0)
+        scaled = scaled_gradient(op, 2.0)
         return lambda *args, **kwargs: (scaled if fires(*args, **kwargs) else op)(*args, **kwargs)
 
     return make_faulty
@@ -98,7 +98,7 @@ def _non_contiguous_softmax_faulty(checkpoint_converter):
     """thunderfx's preparation of each region it hands to thunder, where every torch.softmax inside a checkpoint
     whose input is not contiguous (its FX example value's strides: thunder's proxies have none, so the fault acts
     before the converter maps torch ops to thunder's) gets thunder's softmax with its gradient doubled."""
-    _torch_to_thunder_function_map[softmax_of_a_non_contiguous_tensor] = _scaled_gradient(thunder.torch.softmax, 2.0)
+    _torch_to_thunder_function_map[softmax_of_a_non_contiguous_tensor] = scaled_gradient(thunder.torch.softmax, 2.0)
 
     def faulty(gm, region):
         for node in region.graph.nodes:
@@ -312,17 +312,17 @@ def _checkpoints_dropped_faulty(checkpoint_converter):
 
 
 FAULTS = {
-    "tanh-grad-x2": (torch.tanh, lambda op: _scaled_gradient(op, 2.0)),
-    "tanh-grad-x1.001": (torch.tanh, lambda op: _scaled_gradient(op, 1.001)),
-    "tanh-grad-x1.01": (torch.tanh, lambda op: _scaled_gradient(op, 1.01)),
+    "tanh-grad-x2": (torch.tanh, lambda op: scaled_gradient(op, 2.0)),
+    "tanh-grad-x1.001": (torch.tanh, lambda op: scaled_gradient(op, 1.001)),
+    "tanh-grad-x1.01": (torch.tanh, lambda op: scaled_gradient(op, 1.01)),
     # Low precision only (right in float32): 30% off, as a bfloat16 kernel bug would be.
     "softmax-low-precision-grad-x0.7": (torch.softmax, lambda op: scaled_gradient_in(op, 0.7)),
     # Only networks with dropout: thunder's gradient through its mask, inside checkpoints. (On CPU every dropout in a
     # compiled checkpoint is already wrong, known issue dropout-in-checkpoint-fresh-mask, whose error is at most
     # about the gradient's scale: x8 is beyond its band, as a new bug there must be to show.)
-    "dropout-grad-x8": (F.dropout, lambda op: _scaled_gradient(op, 8.0)),
+    "dropout-grad-x8": (F.dropout, lambda op: scaled_gradient(op, 8.0)),
     # Only networks with attention (the decoder family's blocks, attention, transformer_block).
-    "sdpa-grad-x2": (F.scaled_dot_product_attention, lambda op: _scaled_gradient(op, 2.0)),
+    "sdpa-grad-x2": (F.scaled_dot_product_attention, lambda op: scaled_gradient(op, 2.0)),
     # Only one argument of one op of the op family: leaky_relu with a non-default negative_slope.
     "leaky-relu-slope-grad-x2": (F.leaky_relu, _slope_gradient_x2),
     # Only an argument value no sample of its op has: torch.softmax over a dim other than the last.

@@ -16,6 +16,8 @@ from fuzz.campaign.engine import SHORTENED, Campaign
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.generate.sweep import sweep_specs
 from fuzz.judge.oracle import GradientDivergence
+from fuzz.judge.outcome import VERDICT_CUT
+from fuzz.registry.known_issues import known_issues_for
 from tests.faults import busy, injected, replaced
 
 
@@ -169,3 +171,26 @@ def test_the_budget_counts_from_the_commands_start_and_ends_every_item_there():
     late.set_items(1)
     late.start_item()
     assert late.spent()
+
+
+def test_a_known_issue_check_the_end_of_the_budget_cuts_short_leaves_no_verdict_not_a_new_failure(tmp_path):
+    # inplace_residual in a checkpoint: a registered bug, whose failure counts as known once the network without its
+    # trigger passes. The end of the budget comes just after the example's own verdict, before that check runs.
+    campaign = Campaign(CampaignConfig(run_dir=tmp_path, minutes=10))
+    campaign.start_item()
+    spec = NetSpec(3, [LayerSpec("inplace_residual"), LayerSpec("tanh")], [CheckpointSpec(0, 2)], batch=2)
+    known = known_issues_for(spec)
+    assert [issue.id for issue in known] == ["inplace-update-in-checkpoint-wrong-grad"]
+    checked = campaign._checked
+
+    def then_the_end(*args, **kwargs):
+        outcome = checked(*args, **kwargs)
+        campaign.budget.end = time.monotonic()
+        return outcome
+
+    campaign._checked = then_the_end
+    outcome, reproduced = campaign._outcome(spec, known)
+    assert not reproduced and outcome.failure is None and outcome.cut_short and not campaign.budget.failures
+    reason = f"{VERDICT_CUT} (thunderfx had failed: forward-divergence; the check for a known issue was cut)"
+    assert outcome.invalid_reason == reason
+    assert campaign.stats.known_issues == {} and campaign.stats.invalid_reasons[outcome.invalid_reason] == 1

@@ -16,7 +16,7 @@ from fuzz.judge.oracle import ExampleTimeout, GradientDivergence, ThunderCrash
 from fuzz.judge.outcome import VERDICT_CUT, ConverterComparison
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.report.failures import failure_id
-from tests.faults import _scaled_gradient, busy, injected, replaced
+from tests.faults import busy, injected, replaced, scaled_gradient
 
 
 def _spec(*kinds, checkpoints=((0, 1),), dtype="float32", features=3) -> NetSpec:
@@ -115,7 +115,7 @@ def test_the_deadline_cuts_a_hung_compile_short_and_the_example_has_no_verdict(m
 def test_the_deadline_cuts_a_later_run_of_the_verdict_short_and_says_what_thunderfx_had_done(monkeypatch):
     # thunderfx's bfloat16 tanh gradient is 5 % off, and it hangs one precision up, in float32 (the run that tells an
     # accuracy gap from a bug: asked for an error that small).
-    scaled = _scaled_gradient(_torch_to_thunder_function_map[torch.tanh], 1.05)
+    scaled = scaled_gradient(_torch_to_thunder_function_map[torch.tanh], 1.05)
 
     def scaled_or_hangs_in_float32(a):
         if "float32" in str(a.dtype):

@@ -26,8 +26,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 from fuzz.generate.training import with_training
-from fuzz.judge.harness import _run_thunder
 from fuzz.judge.parity import _scale_factor, mismatch, truth_name
+from fuzz.judge.thunder_runs import run_thunder
 from fuzz.model_builder import build_example
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.run.passes import AFTER_TRAINING, AT_STEP, is_state
@@ -43,7 +43,7 @@ def _tensors(result: tuple) -> dict[str, torch.Tensor]:
 def _measure(spec) -> list[dict]:
     example = build_example(spec)
     eager, reference = run_eager(example), run_reference(example)
-    thunder, report, failure = _run_thunder(example, "fixed", 60)
+    thunder, report, failure = run_thunder(example, "fixed", 60)
     if failure is not None or reference is None or not report.compiled_everything(len(spec.checkpoints)):
         return []
     ref, got, base = _tensors(reference), _tensors(thunder), _tensors(eager)

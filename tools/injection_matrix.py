@@ -29,9 +29,10 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 
 from fuzz.generate.spec import DTYPES, CheckpointSpec, LayerSpec, NetSpec
-from fuzz.judge.harness import _probe, _run_thunder
+from fuzz.judge.harness import _probe
 from fuzz.judge.oracle import judge
 from fuzz.judge.parity import CLEAN_NOISE, _scale_factor, systematic_bound
+from fuzz.judge.thunder_runs import run_thunder
 from fuzz.model_builder import build_example
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.run.runner import run_eager, run_reference
@@ -109,7 +110,7 @@ def measure(spec: NetSpec) -> list[dict]:
         assume(False)
         return []
     eager, reference = run_eager(example), run_reference(example)
-    thunder, report, failure = _run_thunder(example, "fixed", 60)
+    thunder, report, failure = run_thunder(example, "fixed", 60)
     if failure is not None or not report.compiled_everything(len(spec.checkpoints)):
         return []
     truth = reference if reference is not None else eager

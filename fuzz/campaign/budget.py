@@ -2,8 +2,9 @@
 
 ``--fuzz-minutes N`` is wall time from the command's start to its summary: every process ends at the same end
 (`ItemBudget.end`), whatever its items' shares say, with time reserved for what ends the run (the summary, the report)
-and for what finishes a finding (the reduction, the confirmation); an example never runs past the end (its time limit
-shortened, a time-out then not counted), and a finding whose shrinking would is kept as it is, unshrunk, and said so.
+and for what finishes a finding (the reduction, the confirmation); no thunderfx run of an example's verdict starts
+after the end or runs past it (`ItemBudget.end` is the verdict's deadline, `fuzz.judge.harness.check_spec`: a verdict it
+cuts short is none), and a finding whose shrinking would run past it is kept as it is, unshrunk, and said so.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ class ItemBudget:
         self.deadline = min(time.monotonic() + share, self.end)
 
     def count(self, outcome: Outcome, cut: bool = False) -> None:
-        """Count an example of the current item as valid or not (not at all when ``cut``: the budget's end cut it)."""
+        """Count an example of the current item as valid or not (not at all when ``cut``: its verdict was cut short or
+        its limit shortened while shrinking)."""
         if not cut:
             self._validity[not outcome.valid] += 1
 
@@ -137,8 +139,8 @@ class ItemBudget:
         return min(limit, max(SHRINKING_TIMEOUT_FLOOR_S, SHRINKING_TIMEOUT_FACTOR * max(o.seconds for o in failures)))
 
     def capped(self, limit: float | None) -> float | None:
-        """``limit`` cut to what is left of the budget (at least a second: an example then overruns by that at most).
-        A time-out under a limit shortened so is no finding."""
+        """``limit`` cut to what is left of the budget (at least a second): what a process running an example records
+        as its limit (the hard limit on a hung worker), and a batch's limit."""
         if self._minutes is None:
             return limit
         return min(limit or float("inf"), max(1.0, self.left_s()))

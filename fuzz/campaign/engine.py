@@ -35,7 +35,8 @@ from fuzz.generate.zoo import zoo_specs
 from fuzz.judge.batch import batchable, judged_in_batch
 from fuzz.judge.harness import check_spec
 from fuzz.judge.oracle import ExampleTimeout, ParityFailure
-from fuzz.judge.outcome import Outcome
+from fuzz.judge.outcome import VERDICT_CUT, Outcome
+from fuzz.judge.thunder_runs import VerdictCut
 from fuzz.registry.issue import KnownIssue, explained_by, installed_thunder
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.report.failures import spec_digest
@@ -132,7 +133,7 @@ class Campaign(Findings):
         # (Should the process die in the batch, its first member is named: a worker crash, unconfirmed.)
         with self._in_flight(batch[0], limit and limit * len(batch)):
             outcomes = judged_in_batch(
-                batch, self.config.converter, limit, self.budget.capped(limit and limit * len(batch))
+                batch, self.config.converter, limit, self.budget.capped(limit and limit * len(batch)), self.budget.end
             )
         judged = set()
         for spec, outcome in zip(batch, outcomes, strict=True):
@@ -170,13 +171,14 @@ class Campaign(Findings):
         limit = self.budget.shrinking_timeout_s()
         shrinking = limit != self.config.timeout_s
         outcome = self._checked(spec, limit_s if limit_s and not shrinking else limit, shrinking, rerun=not limit_s)
-        reproduced = self.record(outcome, known)
+        outcome, reproduced = self._recorded(outcome, known)
         if outcome.failure is not None:
             _release_frames(outcome.failure)  # kept in memory: keep no tensors alive through its tracebacks
             if not reproduced:
                 self.budget.failures.append(outcome)
-        if len(self._outcomes) >= _REMEMBERED_OUTCOMES:
-            del self._outcomes[next(iter(self._outcomes))]
+        if len(self._outcomes) >= _REMEMBERED_OUTCOMES:  # the oldest pass (a failure's replay must find its outcome)
+            oldest = next((k for k, (seen, _) in self._outcomes.items() if seen.failure is None), None)
+            del self._outcomes[oldest if oldest is not None else next(iter(self._outcomes))]
         self._outcomes[key] = outcome, reproduced
         return outcome, reproduced
 
@@ -255,17 +257,29 @@ class Campaign(Findings):
         known = known_issues_for(spec)
         if self._skipped_as_known(known):
             return None
-        outcome = self._checked(spec, self.config.timeout_s)
-        if self.record(outcome, known) or outcome.failure is None:  # passed, or a known issue reproduced
+        outcome, reproduced = self._recorded(self._checked(spec, self.config.timeout_s), known)
+        if reproduced or outcome.failure is None:  # passed, or a known issue reproduced
             return None
         _release_frames(outcome.failure)
         self._reduce_and_write(spec, outcome.failure)
         return outcome.failure
 
+    def _recorded(self, outcome: Outcome, known: Sequence[KnownIssue]) -> tuple[Outcome, bool]:
+        """`record` ``outcome``: it, or, where the end of the budget cut its known-issue check short, an outcome of
+        no verdict; and whether it reproduced a ``known`` issue."""
+        try:
+            return outcome, self.record(outcome, known)
+        except VerdictCut:
+            found = outcome.failure.failure_class if outcome.failure is not None else ""
+            reason = f"{VERDICT_CUT} (thunderfx had failed: {found}; the check for a known issue was cut)"
+            outcome = replace(outcome, valid=False, invalid_reason=reason, failure=None)
+            return outcome, self.record(outcome)
+
     def record(self, outcome: Outcome, known: Sequence[KnownIssue] = ()) -> bool:
         """Count ``outcome``; returns whether it reproduced a ``known`` issue its spec matches (an expected failure).
 
-        Expected failures are counted per issue, not as failures, and do not extend the budget.
+        Expected failures are counted per issue, not as failures, and do not extend the budget. A known-issue check
+        the end of the budget cuts short raises `VerdictCut` before anything is counted.
         """
         expected = False
         if known and outcome.valid:
@@ -293,10 +307,12 @@ class Campaign(Findings):
     ) -> bool:
         """Whether known ``issues`` explain a failure of ``spec`` (`fuzz.registry.issue.explained_by`; ``others``: the
         spec's other known issues, which that failure may hide), each stripped network run under ``limit_s``
-        (default: the budget's limit for an example now) and recorded as in flight."""
-        limit = limit_s or self.budget.example_timeout_s()
+        (default: the item's limit for an example now, `ItemBudget.shrinking_timeout_s`), none past the end of the
+        budget, and recorded as in flight."""
+        limit = limit_s or self.budget.shrinking_timeout_s()
         in_flight = lambda stripped: self._in_flight(stripped, limit)  # noqa: E731
-        return explained_by(spec, issues, self.config.converter, limit, in_flight=in_flight, others=others)
+        converter, end = self.config.converter, self.budget.end
+        return explained_by(spec, issues, converter, limit, in_flight=in_flight, others=others, deadline=end)
 
     def _record_converter_ab(self, outcome: Outcome) -> None:
         """Append the example's A/B record to the run's ``converter_ab.jsonl``."""

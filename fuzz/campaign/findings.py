@@ -15,6 +15,7 @@ from fuzz.generate.reduce import reduce_spec, valid, with_plumbing
 from fuzz.generate.spec import NetSpec
 from fuzz.judge.harness import check_spec
 from fuzz.judge.oracle import RESEMBLES, ParityFailure, WorkerCrash
+from fuzz.judge.thunder_runs import VerdictCut
 from fuzz.registry.issue import KnownIssue
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.report.failures import confirm, failure_id, failure_record, spec_digest, write_failure
@@ -158,11 +159,15 @@ class Findings:
             except Exception:  # eager cannot run it (an op's smaller tensors no longer fit its other arguments)
                 return False
             same = outcome.failure is not None and outcome.failure.signature == failure.signature
-            if same:
-                found[id(candidate)] = outcome.failure
             applying = known_issues_for(candidate)
             known = [issue for issue in applying if issue.reproduced_by(outcome.failure, candidate)]
-            return same and not (known and self._explained(candidate, known, limit, others=applying))
+            try:
+                if not same or (known and self._explained(candidate, known, limit, others=applying)):
+                    return False
+            except VerdictCut:  # (its known-issue check cut short: no step)
+                return False
+            found[id(candidate)] = outcome.failure
+            return True
 
         twin, plumbing = with_plumbing(spec), None
         if twin != spec and valid(twin) and still_fails(twin):

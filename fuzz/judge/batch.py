@@ -12,6 +12,7 @@ has no memory contract checked (the bytes saved for backward are the batch's).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -42,12 +43,17 @@ def _member_report(batch: CompileReport, spec: NetSpec) -> CompileReport:
 
 
 def judged_in_batch(
-    specs: Sequence[NetSpec], converter: str, timeout_s: float | None, batch_timeout_s: float | None = None
+    specs: Sequence[NetSpec],
+    converter: str,
+    timeout_s: float | None,
+    batch_timeout_s: float | None = None,
+    deadline: float = math.inf,
 ) -> list[Outcome | None]:
     """Per `batchable` spec of ``specs``, its outcome judged from one thunderfx run of them all (the ``converter``'s;
     the fixed one for "both", whose stock run each member then has alone), under ``batch_timeout_s`` (default
     ``timeout_s`` per member); None where it must be run alone: it failed there, the batch did not run to the end, or
-    thunder did not compile all of the batch (a member dynamo ran eagerly would pass unjudged)."""
+    thunder did not compile all of the batch (a member dynamo ran eagerly would pass unjudged). A member's further
+    runs (`check_spec`'s ``deadline``) that the deadline cuts short leave it None too."""
     modules = member_modules(len(specs))
     examples = [build_example(spec, module=module) for spec, module in zip(specs, modules, strict=True)]
     start = time.perf_counter()
@@ -70,7 +76,7 @@ def judged_in_batch(
     outcomes: list[Outcome | None] = []
     for spec, result in zip(specs, results, strict=True):
         first_run = (result, _member_report(report, spec), None)
-        outcome = check_spec(spec, converter=converter, timeout_s=timeout_s, first_run=first_run)
+        outcome = check_spec(spec, converter=converter, timeout_s=timeout_s, first_run=first_run, deadline=deadline)
         outcome = replace(outcome, seconds=outcome.seconds + share_s)
-        outcomes.append(outcome if not outcome.valid or outcome.failure is None else None)
+        outcomes.append(None if outcome.cut_short or outcome.failure is not None else outcome)
     return outcomes

@@ -80,10 +80,13 @@ def _right_one_precision_up(example: Example, thunder: ThunderRuns, converter: s
         return thunder(Example(net, x, cotangent, steps), converter)[0]
 
     def right():
-        thunder.found = thunder.found or "its results differ from eager's"  # (asked only then)
+        # Asked only when they differ: said should the deadline cut this run, not once it has answered.
+        before, thunder.found = thunder.found, thunder.found or "its results differ from eager's"
         with in_phase("eager"):  # its thunderfx run marks itself
             net, x, cotangent = example.net, example.input, example.cotangent
-            return ours(right_one_precision_up, thunder_run, net, x, cotangent, reference, training_of(example))
+            answer = ours(right_one_precision_up, thunder_run, net, x, cotangent, reference, training_of(example))
+        thunder.found = before
+        return answer
 
     return right
 
@@ -168,7 +171,9 @@ def _without_randomness(spec: NetSpec, converter: str, thunder: ThunderRuns) -> 
     twin = without_randomness(spec)
     if twin is None:
         return "it has no layers but random ones"
-    outcome = _verdict(twin, converter, ThunderRuns(thunder.timeout_s, thunder.rerun_timeouts, thunder.deadline))
+    twin_runs = ThunderRuns(thunder.timeout_s, thunder.rerun_timeouts, thunder.deadline)
+    outcome = _verdict(twin, converter, twin_runs)
+    thunder.reruns += twin_runs.reruns
     # (A time-out: no verdict. A memory failure: the question is whether the values differ without random layers.)
     if outcome.failure is None or isinstance(outcome.failure, (ExampleTimeout, MemoryFailure)):
         return "without its random layers it passes" if outcome.valid else "without its random layers it is not valid"
@@ -241,13 +246,16 @@ def _verdict(spec: NetSpec, converter: str, thunder: ThunderRuns) -> Outcome:
 
     eager_bytes = eager_saved(example).bytes if spec.checkpoint_regions else 0
 
-    def run(name: str) -> ThunderRun:
+    def run(name: str, verdict: bool = True) -> ThunderRun:
+        """thunderfx's run with converter ``name``, judged; ``verdict``: the one the outcome's verdict is."""
         result, report, failure = thunder(example, name)
-        thunder.found = thunder.found or (failure and failure.failure_class)
+        if verdict:
+            thunder.found = None if failure is None else failure.failure_class
         # Not under autocast: one precision up it would still compute in bfloat16 (or, in float64, not at all).
         up = None if reference is None or spec.autocast else _right_one_precision_up(example, thunder, name, reference)
         failure = failure or judge(result, expected, reference, baseline, probe, up)
-        thunder.found = thunder.found or (failure and failure.failure_class)
+        if verdict:
+            thunder.found = None if failure is None else failure.failure_class
         if failure is not None or report.saved_bytes is None:
             return result, report, failure
         return result, report, _memory(spec, example, eager_bytes, report, thunder, name)
@@ -285,7 +293,7 @@ def _verdict(spec: NetSpec, converter: str, thunder: ThunderRuns) -> Outcome:
         failure = with_triage(failure, triage)
     comparison = None
     if converter == "both":
-        stock_result, _, stock_failure = run("stock")
+        stock_result, _, stock_failure = run("stock", verdict=False)
         comparison = ConverterComparison(
             verdict_of(failure), verdict_of(stock_failure), max_difference(result, stock_result)
         )

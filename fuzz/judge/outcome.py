@@ -13,8 +13,8 @@ from fuzz.judge.oracle import ParityFailure
 from fuzz.judge.parity import truth_name
 from fuzz.run.runner import CompileReport
 
-# The invalid reason of an example whose verdict a deadline cut short (`fuzz.judge.harness.check_spec`): no verdict,
-# as for a time-out under a limit the budget shortened; what thunderfx's first run found, if anything, follows it.
+# The invalid reason of an example whose verdict a deadline cut short (`fuzz.judge.harness.check_spec`, the known-issue
+# check of its failure): no verdict; what thunderfx had found by then, if anything, follows it.
 VERDICT_CUT = "cut: the end of the budget came before its verdict"
 
 
@@ -54,7 +54,7 @@ class Outcome:
     # Largest |thunder - truth| / max|truth| over the output and gradients (truth: the float64
     # reference, else what thunder was judged against): what nightly runs steer toward with target().
     discrepancy: float = 0.0
-    timeout_reruns: int = 0  # thunderfx runs over the time limit that were run once more (see `_ThunderRuns`)
+    timeout_reruns: int = 0  # thunderfx runs over the time limit that were run once more (`ThunderRuns`)
     eager_error: float | None = None  # the same measure for eager against the float64 reference (None: no reference)
     # Bytes saved for backward by the first forward, (thunderfx, eager), of a network with checkpoints that thunder ran
     # (`fuzz.judge.memory`); None otherwise.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import fuzz.fix
 from fuzz.fix import use_converter
 from fuzz.judge.oracle import ExampleTimeout, ParityFailure, ThunderCrash
 from fuzz.judge.outcome import VERDICT_CUT
+from fuzz.model_builder import Example
 from fuzz.run.runner import CompileReport, Deadline, HarnessError, TimeLimit, interrupted, run_thunderfx, time_limit
 
 ThunderRun = tuple[tuple | None, CompileReport | None, ParityFailure | None]
@@ -43,7 +45,10 @@ def drop_inductor_code_caches() -> None:
     torch._inductor.utils.clear_caches()
 
 
-def run_thunder(example, converter: str, timeout_s: float | None, run=run_thunderfx) -> ThunderRun:
+def run_thunder(example: Example, converter: str, timeout_s: float | None, run: Callable = run_thunderfx) -> ThunderRun:
+    """``run(example)`` (thunderfx's run) with ``converter`` under ``timeout_s``: (result, compile report, None), or
+    (None, None, the failure: a time-out or thunder's crash); an error raised by our code inside thunder is a
+    `HarnessError`."""
     limit = TimeLimit(timeout_s)
     try:
         with use_converter(converter), time_limit(timeout_s) as limit:
@@ -78,9 +83,10 @@ class ThunderRuns:
     may have paid the process's one-off costs (measured: inductor's first compile of thunderfx's
     fallback, imports and pattern set-up included, 8-17 s on a network that then takes 1 s) or a
     burst of load from other processes. A real hang hangs twice.
-    No run goes more than a second past ``deadline`` (`time.monotonic`): every run of a verdict (triage, one
-    precision up, the memory contract, the stock converter, a twin) is limited by what is left, and one the deadline
-    ended raises `VerdictCut`.
+    No run starts after ``deadline`` (`time.monotonic`) and each is limited by what is left before it (the example's,
+    its triage, one precision up, the memory contract, the stock converter, a twin); one that would start after it, or
+    that the deadline ended, raises `VerdictCut`. (A limit that ends inside inductor's C++ build waits for the build:
+    `fuzz.run.runner.time_limit`.)
     """
 
     timeout_s: float | None
@@ -90,7 +96,7 @@ class ThunderRuns:
     first: ThunderRun | None = None  # what the first call returns without running (`check_spec`'s ``first_run``)
     found: str | None = None  # what the verdict had found when a run was cut, in words (`cut_reason`)
 
-    def __call__(self, example, converter: str, run=run_thunderfx) -> ThunderRun:
+    def __call__(self, example: Example, converter: str, run: Callable = run_thunderfx) -> ThunderRun:
         if self.first is not None:
             first, self.first = self.first, None
             return first
@@ -100,10 +106,12 @@ class ThunderRuns:
             result = self._run(example, converter, run)
         return result
 
-    def _run(self, example, converter: str, run) -> ThunderRun:
+    def _run(self, example: Example, converter: str, run: Callable) -> ThunderRun:
         limit_s = self.timeout_s
         if not math.isinf(self.deadline):
-            limit_s = min(limit_s or math.inf, max(1.0, self.deadline - time.monotonic()))
+            if (left_s := self.deadline - time.monotonic()) <= 0:
+                raise VerdictCut
+            limit_s = min(limit_s or math.inf, left_s)
         result = run_thunder(example, converter, limit_s, run)
         if isinstance(result[2], ExampleTimeout) and limit_s != self.timeout_s:
             raise VerdictCut

@@ -4,6 +4,7 @@ whether a failure goes away without the entry's trigger (`explained_by`)."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
@@ -107,6 +108,7 @@ def explained_by(
     timeout_s: float | None,
     in_flight: Callable[[NetSpec], AbstractContextManager] = lambda spec: nullcontext(),
     others: Sequence[KnownIssue] = (),
+    deadline: float = math.inf,
 ) -> bool:
     """Whether known ``issues`` explain a failure of ``spec`` in their classes: it goes away without their triggers.
 
@@ -116,9 +118,11 @@ def explained_by(
     ``others``: known issues whose own failure the first one's may hide (a crash before a wrong gradient): where the
     stripped network fails as some of them whose triggers it holds, they must explain that failure in turn, down to a
     network that passes. ``in_flight``: what to run a stripped network within (a campaign records it, should its
-    process die).
+    process die). ``deadline`` (`time.monotonic`): a stripped run it cuts short raises `VerdictCut` (no answer).
     """
-    from fuzz.judge.harness import check_spec  # here: `ckpt-fuzz bisect` imports this module, which needs no thunder
+    # Here: `ckpt-fuzz bisect` imports this module, which needs no thunder.
+    from fuzz.judge.harness import check_spec
+    from fuzz.judge.thunder_runs import VerdictCut
 
     def strip(ordered: Sequence[KnownIssue]) -> NetSpec:
         stripped = spec
@@ -138,10 +142,12 @@ def explained_by(
     if not valid(stripped):  # taking the trigger out broke the network: no evidence either way
         return False
     with in_flight(stripped):
-        outcome = check_spec(stripped, converter=converter, timeout_s=timeout_s)
+        outcome = check_spec(stripped, converter=converter, timeout_s=timeout_s, deadline=deadline)
+    if outcome.cut_short:
+        raise VerdictCut
     if not outcome.valid or outcome.failure is None:
         return outcome.valid
     left = [other for other in others if other not in issues and other.applies(stripped)]
     hidden = [other for other in left if other.reproduced_by(outcome.failure, stripped)]
     rest = [other for other in left if other not in hidden]
-    return bool(hidden) and explained_by(stripped, hidden, converter, timeout_s, in_flight, rest)
+    return bool(hidden) and explained_by(stripped, hidden, converter, timeout_s, in_flight, rest, deadline)
