@@ -22,6 +22,7 @@ from torch import nn
 from fuzz.generate import blocks, program
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.spec import CheckpointSpec, NetSpec
+from fuzz.generate.spec_parts import AUTOCAST_DTYPE
 from fuzz.generate.zoo import model_source
 
 _INDENT = "    "
@@ -116,8 +117,8 @@ def _method(name: str, body: list[str], signature: str = "x", returns: str = "x"
 
 
 def _autocast(body: list[str]) -> list[str]:
-    """``body`` inside a bfloat16 autocast region."""
-    return ["with torch.autocast(DEVICE, dtype=torch.bfloat16):", *(_INDENT + line for line in body)]
+    """``body`` inside an autocast region (to `AUTOCAST_DTYPE`)."""
+    return [f"with torch.autocast(DEVICE, dtype=torch.{AUTOCAST_DTYPE}):", *(_INDENT + line for line in body)]
 
 
 def _call(function: str, arguments: str, ckpt: CheckpointSpec, checkpointing: bool) -> str:

@@ -3,6 +3,7 @@ known issues attributed only when their trigger explains the failure, bisect-saf
 fresh interpreter, and failure folders that never overwrite each other."""
 
 import copy
+import dataclasses
 import os
 import subprocess
 import sys
@@ -82,6 +83,41 @@ def test_the_nudge_probe_finds_a_real_kink_and_accepts_a_flip_there_only():
     far = eager[1]["0.weight"].clone()
     far[1] = 0.0  # the same-sized change where eager is smooth
     assert judge((eager[0], {**eager[1], "0.weight": far}), eager, reference, probe=lambda: nudged) is not None
+
+
+# -- autocast: float32 tensors that carry bfloat16's rounding --
+
+# Found by a self-test's campaign on thunder 0.2.6 and taken for a thunder-general gradient divergence: thunderfx's
+# embedding gradient under autocast, truth -1.59353, is -1.5859375 and eager's -1.59375, two bfloat16 values one ulp
+# apart (34x eager's error by float32's rules).
+AUTOCAST_ONE_ULP_APART = NetSpec(
+    features=1,
+    vocab=5,
+    seed=141,
+    autocast="forward",
+    input_requires_grad=False,
+    layers=[LayerSpec("linear", {"out_features": 5, "bias": True}), LayerSpec("relu"), LayerSpec("gelu")],
+)
+
+
+def test_a_float32_gradient_under_autocast_is_judged_by_bfloat16s_rounding():
+    truth = torch.tensor([-1.59353, 0.5], dtype=torch.float64)
+    eager, thunder = torch.tensor([-1.59375, 0.5]), torch.tensor([-1.5859375, 0.5])
+    assert mismatch(thunder, eager, truth, 1.6, sensitivity=0.0) is not None  # float32's rules
+    assert mismatch(thunder, eager, truth, 1.6, sensitivity=0.0, precision=torch.bfloat16) is None
+    assert mismatch(thunder, eager, truth, 1.6, sensitivity=0.0, precision=torch.float64) is not None  # not wider
+    wrong = thunder.clone()
+    wrong[1] = 0.52  # 4% off: a wrong gradient still fails under autocast
+    assert mismatch(wrong, eager, truth, 1.6, sensitivity=0.0, precision=torch.bfloat16) is not None
+
+
+def test_the_autocast_network_thunder_rounds_one_ulp_apart_passes_and_a_fault_in_it_still_fails():
+    assert AUTOCAST_ONE_ULP_APART.precision == "bfloat16"
+    assert check_spec(AUTOCAST_ONE_ULP_APART).failure is None
+    layers = [*AUTOCAST_ONE_ULP_APART.layers, LayerSpec("tanh")]
+    spec = dataclasses.replace(AUTOCAST_ONE_ULP_APART, layers=layers, checkpoints=[CheckpointSpec(3, 4)])
+    with injected("tanh-grad-x2"):
+        assert isinstance(check_spec(spec).failure, GradientDivergence)
 
 
 def test_low_precision_error_is_an_accuracy_gap_only_when_thunder_is_right_one_precision_up():

@@ -16,6 +16,7 @@ from fuzz.generate.architectures import ZooModel, model_problems
 from fuzz.generate.kind import Incoming, is_int
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.spec_parts import (
+    AUTOCAST_DTYPE,
     AUTOCAST_REGIONS,
     CHECKPOINT_APIS,
     DETERMINISM_CHECKS,
@@ -31,6 +32,7 @@ from fuzz.generate.spec_parts import (
 )
 
 SPEC_VERSION = 1
+_OPTIONAL = ("outputs", "training")
 
 
 @dataclass
@@ -111,6 +113,11 @@ class NetSpec:
         return self._shape(out.width, out.spatial)
 
     @property
+    def precision(self) -> str:
+        """The narrowest dtype it computes in: `AUTOCAST_DTYPE` under autocast, else ``dtype``."""
+        return AUTOCAST_DTYPE if self.autocast else self.dtype
+
+    @property
     def random(self) -> bool:
         """Whether some layer draws random numbers (dropout in training mode)."""
         if self.model is not None:
@@ -131,13 +138,8 @@ class NetSpec:
     def to_dict(self) -> dict[str, Any]:
         """The spec as JSON-ready data; a stack leaves out the program fields and a spec without training steps the
         training field (their JSON is as before programs and training)."""
-        data = asdict(self)
-        for optional in ("outputs", "training"):
-            if data[optional] is None:
-                del data[optional]
-        for layer in data["layers"]:
-            if layer["reads"] is None:
-                del layer["reads"]
+        data = {key: value for key, value in asdict(self).items() if value is not None or key not in _OPTIONAL}
+        data["layers"] = [{k: v for k, v in layer.items() if v is not None or k != "reads"} for layer in data["layers"]]
         return data
 
     def to_json(self) -> str:

@@ -12,8 +12,9 @@ DEVICES = ("cpu", "cuda")
 # module layer); torch.utils.checkpoint.checkpoint_sequential.
 CHECKPOINT_APIS = ("checkpoint", "wrapper", "sequential")
 DETERMINISM_CHECKS = ("default", "none")
-# Where autocast (to bfloat16) is on: nowhere, around the whole forward, inside each checkpointed function.
+# Where autocast (to AUTOCAST_DTYPE) is on: nowhere, around the whole forward, inside each checkpointed function.
 AUTOCAST_REGIONS = (None, "forward", "checkpoints")
+AUTOCAST_DTYPE = "bfloat16"
 # How the input and the backward cotangent are made: drawn from the seed, or all ones (token 1
 # for an embedding input; a cotangent of ones is `out.sum().backward()`), as thunder's
 # test_checkpointing_thunderfx does.

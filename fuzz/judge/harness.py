@@ -140,12 +140,13 @@ def _triage(
     """
     if not spec.checkpoint_regions:
         return ThunderGeneral("the network has no checkpoints")
-    plain = _plain(spec, example)
+    plain, precision = _plain(spec, example), getattr(torch, spec.precision)
     eager_plain = run_eager(plain)
-    if (difference := judge(eager_plain, eager)) is not None:
+    if (difference := judge(eager_plain, eager, precision=precision)) is not None:
         return EagerInconsistent(f"eager with vs without checkpoints: {difference}")
     result, _, plain_failure = thunder(plain, "stock")
-    if (plain_failure := plain_failure or judge(result, eager_plain, reference, probe=_probe(plain))) is None:
+    plain_failure = plain_failure or judge(result, eager_plain, reference, probe=_probe(plain), precision=precision)
+    if plain_failure is None:
         return CheckpointSpecific("thunderfx of the same network without checkpoints matches eager")
     if _failure_kind(plain_failure) == _failure_kind(failure):
         return ThunderGeneral(f"thunderfx without checkpoints fails too: {plain_failure.failure_class}")
@@ -227,13 +228,14 @@ def _verdict(spec: NetSpec, converter: str, thunder: ThunderRuns) -> Outcome:
     if not finite(eager):
         return invalid("eager produced non-finite values")
     expected, reference, baseline, probe = eager, run_reference(example), "eager", _probe(example)
+    precision, example_dtype = getattr(torch, spec.precision), getattr(torch, spec.dtype)
     if spec.random:
         plain = build_example(spec, checkpointing=False)
-        if judge(run_eager(plain), eager) is not None:
+        if judge(run_eager(plain), eager, precision=precision) is not None:
             return invalid("eager differs from eager without checkpoints")
         expected, plain_report, failure = thunder(plain, "stock")
         if failure is None and not finite(expected):  # a baseline of NaNs would let anything pass
-            failure = judge(*_non_finite_part(expected, eager))
+            failure = judge(*_non_finite_part(expected, eager), precision=precision)
         if failure is not None:
             failure = with_triage(failure, ThunderGeneral("thunderfx fails on the network without checkpoints"))
             return Outcome(
@@ -251,9 +253,14 @@ def _verdict(spec: NetSpec, converter: str, thunder: ThunderRuns) -> Outcome:
         result, report, failure = thunder(example, name)
         if verdict:
             thunder.found = None if failure is None else failure.failure_class
-        # Not under autocast: one precision up it would still compute in bfloat16 (or, in float64, not at all).
-        up = None if reference is None or spec.autocast else _right_one_precision_up(example, thunder, name, reference)
-        failure = failure or judge(result, expected, reference, baseline, probe, up)
+        # Not under autocast (a precision narrower than the dtype): one precision up it would still compute in
+        # bfloat16 (or, in float64, not at all).
+        up = (
+            None
+            if reference is None or precision != example_dtype
+            else _right_one_precision_up(example, thunder, name, reference)
+        )
+        failure = failure or judge(result, expected, reference, baseline, probe, up, precision)
         if verdict:
             thunder.found = None if failure is None else failure.failure_class
         if failure is not None or report.saved_bytes is None:

@@ -10,6 +10,8 @@ import re
 from collections.abc import Callable
 from typing import ClassVar
 
+import torch
+
 from fuzz.judge.parity import accuracy_ratio, compare, crash_signature, failure_class
 from fuzz.run.runner import time_limit_message
 
@@ -173,15 +175,17 @@ def judge(
     baseline: str = "eager",
     probe: Callable[[], list] | None = None,
     right_one_precision_up: Callable[[], bool] | None = None,
+    precision: torch.dtype | None = None,
 ) -> ParityFailure | None:
     """The failure (not raised) when ``thunder_result`` diverges from ``expected_result``, else None.
 
     ``expected_result`` is eager's run unless ``baseline`` names another (its name then heads the
     message); ``reference_result`` the float64 eager run for lower-precision networks, ``probe`` the
     nudged eager runs that tell a low-precision threshold flip from an error, ``right_one_precision_up``
-    whether thunderfx is right on the network in a wider dtype (an `AccuracyGap` then; see `fuzz.judge.parity`).
+    whether thunderfx is right on the network in a wider dtype (an `AccuracyGap` then; see `fuzz.judge.parity`),
+    ``precision`` the narrowest dtype the network computes in (`NetSpec.precision`).
     """
-    forward, gradients = compare(thunder_result, expected_result, reference_result, probe)
+    forward, gradients = compare(thunder_result, expected_result, reference_result, probe, precision)
     header = [] if baseline == "eager" else [f"judged against {baseline}"]
     kind = failure_class(forward, gradients, right_one_precision_up)
     failure = _failure_of_class(kind, forward, gradients, header, str(expected_result[0].dtype).removeprefix("torch."))

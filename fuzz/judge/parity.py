@@ -123,7 +123,7 @@ def _scale_factor(x, ref):
     return (x * ref).sum().item() / norm2 if norm2 > 0 else None
 
 
-def mismatch(actual, expected, reference=None, example_scale=0.0, sensitivity=None, nudged=()):
+def mismatch(actual, expected, reference=None, example_scale=0.0, sensitivity=None, nudged=(), precision=None):
     """None when ``actual`` matches within its dtype's tolerance (see `TOLERANCES`), else a `Mismatch`.
 
     ``expected`` is eager's tensor; ``reference``, when given, the float64 eager one, which
@@ -134,6 +134,10 @@ def mismatch(actual, expected, reference=None, example_scale=0.0, sensitivity=No
     random networks) accepts none. None also grants rule 1's cancellation term unshown.
     ``nudged``: the same tensor's (sample, truth) pairs from `nudged_runs`: their median error is eager's noise
     beside its error on the example (rule 1), their largest scale drift widens rule 3's bound.
+    ``precision``: the narrowest dtype the example computes in (bfloat16 under autocast): where it is narrower than the
+    tensor's, its tolerances apply. Measured: under bfloat16 autocast, a float32 embedding gradient is a bfloat16
+    value, eager's the nearest to the truth (1.59375 for 1.59353) and thunder's one ulp away (1.5859375), 34x eager's
+    error by float32's rules.
     """
     if actual is None or expected is None:
         if actual is None and expected is None:
@@ -145,8 +149,13 @@ def mismatch(actual, expected, reference=None, example_scale=0.0, sensitivity=No
         return Mismatch(f"shape/dtype {tuple(actual.shape)}/{actual.dtype} != {tuple(expected.shape)}/{expected.dtype}")
     if not actual.numel():
         return None
-    rtol, atol, eager_factor, example_ulps, _ = TOLERANCES[expected.dtype]
-    eps, tiny = torch.finfo(expected.dtype).eps, torch.finfo(expected.dtype).tiny
+    dtype = (
+        precision
+        if precision is not None and torch.finfo(precision).eps > torch.finfo(expected.dtype).eps
+        else expected.dtype
+    )
+    rtol, atol, eager_factor, example_ulps, _ = TOLERANCES[dtype]
+    eps, tiny = torch.finfo(dtype).eps, torch.finfo(dtype).tiny
     got, want = actual.detach().double().cpu(), expected.detach().double().cpu()
     if not torch.isfinite(got).all():
         return Mismatch(f"{int((~torch.isfinite(got)).sum())}/{got.numel()} non-finite elements")
@@ -169,8 +178,8 @@ def mismatch(actual, expected, reference=None, example_scale=0.0, sensitivity=No
     slack = eager_factor * noise + (example_ulps * eps * example_scale if cancelled else 0.0)
     bad = diff > rtol * want.abs() + atol * scale + tiny + slack
     flips = (
-        expected.dtype in FLIP_SHARE
-        and int(bad.sum()) <= max(1, FLIP_SHARE[expected.dtype] * got.numel())
+        dtype in FLIP_SHARE
+        and int(bad.sum()) <= max(1, FLIP_SHARE[dtype] * got.numel())
         and bool((diff[bad] <= scale).all())
         and sensitivity is not None  # a flip is shown by the probe or not accepted
         and bool((torch.as_tensor(sensitivity).expand_as(diff)[bad] >= FLIP_SENSITIVITY * diff[bad]).all())
@@ -190,8 +199,8 @@ def mismatch(actual, expected, reference=None, example_scale=0.0, sensitivity=No
     if alpha is None:
         return None
     nudged_drift = max((_drift(run.cpu()[kept], truth.cpu()[kept]) for run, truth in nudged), default=0.0)
-    bound, eager_drift, eager_noise = systematic_bound(eager, want, expected.dtype, reference is not None, nudged_drift)
-    if expected.dtype == torch.float64 and cancelled:
+    bound, eager_drift, eager_noise = systematic_bound(eager, want, dtype, reference is not None, nudged_drift)
+    if dtype == torch.float64 and cancelled:
         # No wider reference measures float64 noise: allow the drift that rule 1's eps S slack allows (measured:
         # an input gradient of scale 1.9e-7 in an example of scale 8.4, off by one ulp of S: alpha - 1 = 1.1e-9).
         bound += example_ulps * eps * example_scale / scale
@@ -248,7 +257,7 @@ def truth_name(name):
     return tensor.removesuffix(AFTER_BACKWARD) + AFTER_FORWARD + at + step if tensor.endswith(AFTER_BACKWARD) else name
 
 
-def _mismatches(thunder_result, eager_result, reference_result, sensitivities):
+def _mismatches(thunder_result, eager_result, reference_result, sensitivities, precision):
     """Mismatches of the output and the state after forward (a training step's too), then of the gradients, the state
     after backward and the state training leaves."""
     (thunder_out, thunder_grads), (eager_out, eager_grads) = thunder_result, eager_result
@@ -257,13 +266,15 @@ def _mismatches(thunder_result, eager_result, reference_result, sensitivities):
     truth = [t for n, t in [("output", ref_out), *ref_grads.items()] if t is not None and not is_state(n)]
     truth = truth or [eager_out, *(t for n, t in eager_grads.items() if not is_state(n))]
     example_scale = max((t.detach().abs().max().item() for t in truth if t is not None and t.numel()), default=0.0)
-    forward = mismatch(thunder_out, eager_out, ref_out, example_scale, *sensitivities.get("output", (None, ())))
+    forward = mismatch(
+        thunder_out, eager_out, ref_out, example_scale, *sensitivities.get("output", (None, ())), precision
+    )
     forward, gradients = ([forward.named("output")] if forward else []), []
     for name in eager_grads:
         want = truth_name(name)
         found = mismatch(
             thunder_grads.get(name), eager_grads[want], ref_grads.get(want), example_scale,
-            *sensitivities.get(want, (None, ())),
+            *sensitivities.get(want, (None, ())), precision,
         )  # fmt: skip
         if found and is_state(name):
             after_forward = name.split(AT_STEP)[0].endswith(AFTER_FORWARD)
@@ -298,23 +309,21 @@ def _sensitivities(eager_result, nudged):
     return found
 
 
-def compare(thunder_result, eager_result, reference_result=None, probe=None):
+def compare(thunder_result, eager_result, reference_result=None, probe=None, precision=None):
     """The mismatches of ``thunder_result`` against eager as ``(forward, gradients)`` lists of `Mismatch`.
 
     With ``reference_result`` (a `float64_reference` run), each tensor is judged against it.
     ``probe``: a callable returning `nudged_runs` of the example, called only when something does not
     match; without it, no element is a low-precision flip (rule 2) and every tensor may be a cancellation (rule 1's
-    example-scale term applies unshown).
+    example-scale term applies unshown). ``precision``: see `mismatch`.
     """
     if probe is None:
-        return _mismatches(thunder_result, eager_result, reference_result, {})
-    forward, gradients = _mismatches(
-        thunder_result, eager_result, reference_result, dict.fromkeys(["output", *eager_result[1]], (0.0, ()))
-    )
+        return _mismatches(thunder_result, eager_result, reference_result, {}, precision)
+    unprobed = dict.fromkeys(["output", *eager_result[1]], (0.0, ()))
+    forward, gradients = _mismatches(thunder_result, eager_result, reference_result, unprobed, precision)
     if forward or gradients:
-        forward, gradients = _mismatches(
-            thunder_result, eager_result, reference_result, _sensitivities(eager_result, probe())
-        )
+        sensitivities = _sensitivities(eager_result, probe())
+        forward, gradients = _mismatches(thunder_result, eager_result, reference_result, sensitivities, precision)
     return forward, gradients
 
 

@@ -47,6 +47,7 @@ RANDOM = False
 EXPECTED_CLASS = ""
 EXPECTED_ERROR = ""
 TIME_LIMIT_S: float | None = None
+PRECISION = "float32"
 DTYPE = torch.float32
 DEVICE = "cpu"
 _SPEC: NetSpec | None = None
@@ -59,6 +60,7 @@ def constants(spec: NetSpec, failure: ParityFailure, converter: str, executors: 
         "CONVERTER": converter,
         "EXECUTORS": list(executors),
         "RANDOM": spec.random,
+        "PRECISION": spec.precision,
         "EXPECTED_CLASS": failure.failure_class,
         "EXPECTED_ERROR": getattr(failure, "crash_signature", ""),
         "TIME_LIMIT_S": failure.limit_s if isinstance(failure, ExampleTimeout) else None,
@@ -131,9 +133,9 @@ def _verdict():
         expected = forward_backward(eager_net, eager_net, fresh_input(x), cotangent, training)
         reference = float64_reference(net, x, cotangent, training) if DTYPE != torch.float64 else None
         probe = lambda: nudged_runs(net, x, cotangent, training=training)  # noqa: E731
-        if reference is not None:
+        if reference is not None and getattr(torch, PRECISION) == DTYPE:  # not under autocast (as the harness)
             up = lambda: right_one_precision_up(_thunderfx_run, net, x, cotangent, reference, training)  # noqa: E731
-    forward, gradients = compare(result, expected, reference, probe)
+    forward, gradients = compare(result, expected, reference, probe, getattr(torch, PRECISION))
     for line in forward + gradients:
         print(line)
     return failure_class(forward, gradients, up) or _memory_verdict(meter.bytes), ""

@@ -288,7 +288,7 @@ def _check(spec: NetSpec, failure: ParityFailure, thunder_version: str) -> list[
             'print(f"error against float64: thunderfx {error(actual):.3g}, eager {error(expected):.3g}")',
             f"sys.exit(1 if error(actual) > {_ACCURACY_FACTOR} * error(expected) else 0)  # {seen}",
         ]
-    rtol, atol = TOLERANCES[getattr(torch, spec.dtype)][:2]
+    rtol, atol = TOLERANCES[getattr(torch, spec.precision)][:2]
     return [
         *setup,
         "actual = run(net, thunderfx(net))",
