@@ -173,6 +173,32 @@ def test_the_budget_counts_from_the_commands_start_and_ends_every_item_there():
     assert late.spent()
 
 
+def test_a_findings_shrinking_leaves_the_items_still_to_come_their_time(monkeypatch):
+    def shrinking(items: int) -> tuple[fuzz.campaign.budget.ItemBudget, float, float]:
+        budget = fuzz.campaign.budget.ItemBudget(minutes=20, workers=1, timeout_s=None)
+        budget.set_items(items)
+        budget.start_item()  # its share: what is left over the items
+        budget.failures.append(object())
+        assert budget.may_generate()  # found now: its shrinking starts
+        return budget, time.monotonic(), budget.left_s()
+
+    budget, found, left = shrinking(4)  # 3 to come: half of what is left (4 of their shares would be more)
+    monkeypatch.setattr(time, "monotonic", lambda: found + 0.49 * left)
+    assert budget.may_generate() and not budget.cut_short
+    monkeypatch.setattr(time, "monotonic", lambda: found + 0.51 * left)
+    assert not budget.may_generate() and budget.cut_short == 1  # kept unshrunk
+    monkeypatch.undo()
+    budget, found, left = shrinking(40)  # 39 to come: 4 of their shares, 4 / 40 of what is left
+    monkeypatch.setattr(time, "monotonic", lambda: found + 0.099 * left)
+    assert budget.may_generate()
+    monkeypatch.setattr(time, "monotonic", lambda: found + 0.101 * left)
+    assert not budget.may_generate() and budget.cut_short == 1
+    monkeypatch.undo()
+    last, found, left = shrinking(1)  # nothing to come: it shrinks until FINISHING_S before the end
+    monkeypatch.setattr(time, "monotonic", lambda: found + left - fuzz.campaign.budget.FINISHING_S - 1)
+    assert last.may_generate()
+
+
 def test_a_known_issue_check_the_end_of_the_budget_cuts_short_leaves_no_verdict_not_a_new_failure(tmp_path):
     # inplace_residual in a checkpoint: a registered bug, whose failure counts as known once the network without its
     # trigger passes. The end of the budget comes just after the example's own verdict, before that check runs.

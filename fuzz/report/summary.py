@@ -104,7 +104,10 @@ def replay_options(config) -> dict[str, Any]:
     }
 
 
-UNSHRUNK_AT_THE_END = "kept unshrunk: the budget ended while it was shrunk (`ckpt-fuzz replay` shrinks it)"
+UNSHRUNK_AT_THE_END = (
+    "kept unshrunk: the budget, or its time to shrink beside the items still to come, ended while it was shrunk "
+    "(`ckpt-fuzz replay` shrinks it)"
+)
 
 
 def _startup_lines(summary: dict[str, Any]) -> list[str]:
