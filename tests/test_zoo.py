@@ -2,6 +2,7 @@
 specs."""
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -113,6 +114,20 @@ def test_without_checkpointing_the_same_fault_is_invisible():
     with injected("sdpa-grad-x2"):
         outcome = check_spec(zoo_spec(model, vocab=8, seq=3))
     assert outcome.valid and outcome.failure is None, outcome.failure
+
+
+def test_a_float64_model_is_judged_by_float32s_rules_where_transformers_computes_in_float32():
+    """Found in a 20-minute campaign on thunder 0.2.6 as a thunder-general gradient divergence: gemma's float64 query
+    and key gradients, of scale 1e-6, 5.6e-8 off (relative): transformers computes the attention softmax (and the
+    norms, the rotary embedding) in float32, eager and thunderfx alike, so they carry float32's rounding."""
+    model = ZooModel("gemma", heads=1, head_size=2, kv_heads=1, intermediate=1, layers=1)
+    spec = zoo_spec(model, vocab=2, seq=5, dtype="float64")
+    assert spec.precision == "float32" and zoo_spec(model, vocab=2, seq=5, dtype="float32").precision == "float32"
+    outcome = check_spec(spec)
+    assert outcome.valid and outcome.failure is None, outcome.failure
+    checkpointed = zoo_spec(replace(model, attention="sdpa", checkpointing=True), vocab=2, seq=5, dtype="float64")
+    with injected("sdpa-grad-x2"):  # a wrong gradient still is one
+        assert isinstance(check_spec(checkpointed).failure, GradientDivergence)
 
 
 @pytest.mark.slow
