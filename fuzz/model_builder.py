@@ -311,7 +311,7 @@ def network_source(spec: NetSpec) -> str:
     wrapping = "".join(f"\n{_INDENT * 2}{line}" for line in _wrapping_lines(spec))
     if wrapping:
         wrapping = f"\n{_INDENT}if checkpointing:{wrapping}"
-    shape = spec.input_shape if spec.vocab is None else spec.input_shape[:-1]
+    shape = _input_shape(spec)
     return f'''{_IMPORTS}{imports}{classes}
 
 SEED = {spec.seed}
@@ -326,13 +326,25 @@ def make_example(checkpointing=True):
     torch.manual_seed(SEED)
     net = (Net if checkpointing else PlainNet)().to(device=DEVICE, dtype=DTYPE){wrapping}
     generator = torch.Generator().manual_seed(SEED)
-    x = {_make_input(spec, "INPUT_SHAPE")}
-    cotangent = {_make_cotangent(spec, "OUTPUT_SHAPE")}
+    x = {input_expression(spec, "INPUT_SHAPE")}
+    cotangent = {cotangent_expression(spec, "OUTPUT_SHAPE")}
     return net, x, cotangent
 {_training_source(spec)}'''
 
 
-def _make_input(spec: NetSpec, shape: str) -> str:
+def _input_shape(spec: NetSpec) -> tuple[int, ...]:
+    """The shape of the network's input (tokens: without the embedding's features)."""
+    return spec.input_shape if spec.vocab is None else spec.input_shape[:-1]
+
+
+def step_shapes(spec: NetSpec) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Each training step's input and cotangent shapes, the first step's those of the example."""
+    batches = spec.training.batches or [spec.batch] * spec.training.steps
+    shape = _input_shape(spec)
+    return [((batch, *shape[1:]), replace(spec, batch=batch, training=None).output_shape) for batch in batches]
+
+
+def input_expression(spec: NetSpec, shape: str) -> str:
     """The expression of an input of shape ``shape`` (a name) drawn from ``generator``."""
     ones = spec.inputs == "ones"
     if spec.vocab is None:
@@ -345,7 +357,7 @@ def _make_input(spec: NetSpec, shape: str) -> str:
     ) + ".to(DEVICE)"
 
 
-def _make_cotangent(spec: NetSpec, shape: str) -> str:
+def cotangent_expression(spec: NetSpec, shape: str) -> str:
     """The expression of a cotangent of shape ``shape`` (a name) drawn from ``generator``."""
     make = f"torch.ones({shape})" if spec.inputs == "ones" else f"torch.randn({shape}, generator=generator)"
     return make + ".to(device=DEVICE, dtype=DTYPE)"
@@ -355,8 +367,8 @@ def _training_source(spec: NetSpec) -> str:
     """For a spec with training steps, ``OPTIMIZER`` and ``make_batches()``, each later step's input and cotangent."""
     if spec.training is None:
         return ""
-    batches = spec.training.batches or [spec.batch] * spec.training.steps
-    output_shapes = [replace(spec, batch=batch, training=None).output_shape for batch in batches]
+    shapes = step_shapes(spec)
+    batches, output_shapes = [shape[0] for shape, _ in shapes], [output for _, output in shapes]
     return f'''
 
 OPTIMIZER = {spec.training.optimizer!r}
@@ -370,8 +382,8 @@ def make_batches():
     for step in range(1, len(BATCHES)):
         generator = torch.Generator().manual_seed(SEED + step)
         input_shape, output_shape = (BATCHES[step], *INPUT_SHAPE[1:]), OUTPUT_SHAPES[step]
-        x = {_make_input(spec, "input_shape")}
-        batches.append((x, {_make_cotangent(spec, "output_shape")}))
+        x = {input_expression(spec, "input_shape")}
+        batches.append((x, {cotangent_expression(spec, "output_shape")}))
     return batches
 '''
 

@@ -90,3 +90,25 @@ def test_a_checkpointed_method_that_only_applies_one_layer_goes_unless_something
     _, code = _network(dropout)
     source = ast.unparse(ast.Module(code, []))
     assert "checkpoint(self.checkpointed0, x" in source and "return self.checkpointed0(x)" in source
+
+
+def test_a_training_upstream_py_draws_each_steps_batch_as_the_harness_does_and_a_plain_stack_is_sequential():
+    spec = recorded_spec("dynamic-batch-output-count-crash")
+    source = upstream_source(spec, recorded_failure("dynamic-batch-output-count-crash"), "t", "0.2.6")
+    namespace: dict = {}
+    exec(source.split("\nRECORDED = ")[0], namespace)  # the network and run(), not the check
+    drawn = []
+    namespace["run"](namespace["net"], lambda x: drawn.append((x, namespace["net"](x))) or drawn[-1][1])
+    example = build_example(spec)
+    expected = [(example.input, None), *example.training.batches]
+    assert [x.shape for x, _ in drawn] == [x.shape for x, _ in expected] == [(1, 1), (2, 1)]
+    for (got, _), (want, _) in zip(drawn, expected, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert "make_batches" not in source and "\nx = " not in source  # the example's batch is drawn as step 0
+    stack = NetSpec(features=3, layers=[LayerSpec("linear", {"out_features": 2, "bias": True}), LayerSpec("tanh")])
+    _, code = _network(stack)
+    assert "net = torch.nn.Sequential(torch.nn.Linear(3, 2, bias=True), torch.nn.Tanh())" in ast.unparse(
+        ast.Module(code, [])
+    )
+    _, code = _network(TANH_IN_A_CHECKPOINT)  # a checkpoint is no plain stack
+    assert "class Net" in ast.unparse(ast.Module(code, []))

@@ -17,7 +17,7 @@ import torch
 from fuzz.generate.spec import NetSpec
 from fuzz.judge.oracle import ParityFailure, ThunderCrash
 from fuzz.judge.parity import TOLERANCES
-from fuzz.model_builder import network_source
+from fuzz.model_builder import cotangent_expression, input_expression, network_source, step_shapes
 from fuzz.report.specialize import specialized
 
 MAX_LINES = 40
@@ -32,6 +32,8 @@ _OPTIMIZERS = {
 # the harness measures per tensor and relative to each tensor's scale (4x to 17x on the registered gaps), this check the
 # largest absolute difference over all of them (2.7x on mish-bfloat16-grad-inaccurate's, where the harness saw 4.2x).
 _ACCURACY_FACTOR = 2
+# What training steps leave to compare: the last output and input gradient, the parameters and the buffers.
+_TRAINED = "    return [out, x_.grad, *(p.detach() for p in model.parameters()), *(b.clone() for b in model.buffers())]"
 # The op plumbing of `fuzz.generate.blocks`, computing the same values in fewer lines (its loops as math.prod, one
 # name less): it is most of an op entry's lines (tests/test_upstream.py checks each entry's network computes the
 # builder's values, bit for bit).
@@ -114,6 +116,8 @@ def _network(spec: NetSpec) -> tuple[list[ast.stmt], list[ast.stmt]]:
             continue
         elif isinstance(node, ast.FunctionDef) and node.name == "make_example" and not spec.random:
             code += [s for s in _without_docstring(node.body) if not isinstance(s, ast.Return)]
+        elif isinstance(node, ast.FunctionDef) and node.name == "make_batches" and not spec.random:
+            continue  # `_run_function` draws every training step's batch itself
         else:
             code.append(node)
     for node in ast.walk(ast.Module(code, [])):
@@ -131,6 +135,8 @@ def _network(spec: NetSpec) -> tuple[list[ast.stmt], list[ast.stmt]]:
         if isinstance(node, ast.FunctionDef):
             node.body = _returned_directly(node.body)
     _checkpoint_modules_directly(code)
+    if not spec.random:
+        code = _as_sequential(code)
     code = _referenced(code)
     ast.fix_missing_locations(ast.Module(code, []))  # (the nodes made here: the code compiles as it unparses)
     return imports, code
@@ -176,6 +182,33 @@ def _checkpoint_modules_directly(code: list[ast.stmt]) -> None:
         use.attr = methods[use.attr]
     for cls in (node for node in code if isinstance(node, ast.ClassDef)):
         cls.body = [node for node in cls.body if getattr(node, "name", None) not in methods]
+
+
+def _as_sequential(code: list[ast.stmt]) -> list[ast.stmt]:
+    """``code`` with a ``Net`` that only applies its layers one after the other, in the order it makes them, written
+    ``torch.nn.Sequential(...)`` where it is made (the same modules made in the same order: the same parameters)."""
+    net = next((n for n in code if isinstance(n, ast.ClassDef) and n.name == "Net"), None)
+    methods = {n.name: n for n in net.body if isinstance(n, ast.FunctionDef)} if net else {}
+    if set(methods) != {"__init__", "forward"} or len(net.body) != 2:
+        return code
+    first, *made = methods["__init__"].body
+    if ast.unparse(first) != "super().__init__()" or not all(
+        isinstance(s, ast.Assign) and ast.unparse(s.targets[0]).startswith("self.") for s in made
+    ):
+        return code
+    layers = [ast.unparse(s.targets[0]) for s in made]
+    applied = [f"x = {layer}(x)" for layer in layers[:-1]] + [f"return {layers[-1]}(x)"] if layers else []
+    if [ast.unparse(s) for s in methods["forward"].body] != applied or len(layers) != len(set(layers)):
+        return code
+    named, outside = {layer.removeprefix("self.") for layer in layers}, [n for n in code if n is not net]
+    if any(isinstance(n, ast.Attribute) and n.attr in named for n in ast.walk(ast.Module(outside, []))):
+        return code  # a layer is named outside (a checkpoint wrapper applied to net.layer0)
+    sequential = ast.parse("torch.nn.Sequential()", mode="eval").body
+    sequential.args = [s.value for s in made]
+    for node in ast.walk(ast.Module(outside, [])):
+        if isinstance(node, ast.Call) and ast.unparse(node) == "Net()":
+            node.func, node.args = sequential.func, sequential.args
+    return outside
 
 
 def _trivial_init(node: ast.stmt) -> bool:
@@ -229,16 +262,33 @@ def _run_function(spec: NetSpec, state: bool) -> list[str]:
                 ]
             ),
         ]
+    optimizer = f"    optimizer = {_OPTIMIZERS[spec.training.optimizer]}"
+    if not spec.random:  # each step's batch drawn here, as the harness draws it (the first one is the example's)
+        literal = {"DEVICE": repr(spec.device), "DTYPE": f"torch.{spec.dtype}"}
+        make_input, make_cotangent = input_expression(spec, "shape"), cotangent_expression(spec, "out_shape")
+        for name, value in literal.items():
+            make_input, make_cotangent = make_input.replace(name, value), make_cotangent.replace(name, value)
+        return [
+            "def run(model, fn):",
+            optimizer,
+            f"    for step, (shape, out_shape) in enumerate({step_shapes(spec)}):",
+            f"        generator = torch.Generator().manual_seed({spec.seed} + step)",
+            f"        x_, cotangent_ = {make_input}, {make_cotangent}",
+            "        optimizer.zero_grad()",
+            "        (out := fn(x_)).backward(cotangent_)",
+            "        optimizer.step()",
+            _TRAINED,
+        ]
     return [
         "def run(model, fn):",
-        f"    optimizer = {_OPTIMIZERS[spec.training.optimizer]}",
+        optimizer,
         "    for x_, cotangent_ in [(x, cotangent), *make_batches()]:",
         "        x_ = x_.detach().requires_grad_(x_.requires_grad)",
         *(["        torch.manual_seed(0)  # the same random numbers in each run"] if spec.random else []),
         "        optimizer.zero_grad()",
         "        (out := fn(x_)).backward(cotangent_)",
         "        optimizer.step()",
-        "    return [out, x_.grad, *(p.detach() for p in model.parameters()), *(b.clone() for b in model.buffers())]",
+        _TRAINED,
     ]
 
 
@@ -313,6 +363,9 @@ def upstream_source(spec: NetSpec, failure: ParityFailure, title: str, thunder_v
     if any("run(" in line for line in check):
         check = [*_run_function(spec, failure.failure_class == "state-divergence"), *check]
     check_names = {n.id for n in ast.walk(ast.parse("\n".join(check))) if isinstance(n, ast.Name)}
+    if spec.training is not None and not spec.random and "x" not in check_names:  # `run` draws its own batches
+        drawn = {"generator", "x", "cotangent"}
+        code = [n for n in code if not (isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) in drawn)]
     used = {n.id for n in ast.walk(ast.Module(code, [])) if isinstance(n, ast.Name)} | check_names
     ours = [name for name in ("copy", "math", "os", "re", "sys", "threading") if name in used or name == "sys"]
     if "os" not in ours:

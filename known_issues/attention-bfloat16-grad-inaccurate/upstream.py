@@ -17,20 +17,8 @@ class Attention(torch.nn.Module):
         y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
         y = self.out(y.transpose(1, 2).reshape(b, s, d))
         return y.squeeze(0) if single else y
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.layer0 = Attention()
-        self.layer1 = torch.nn.ReLU()
-        self.layer2 = torch.nn.Linear(7, 7, bias=True)
-        self.layer3 = torch.nn.Linear(7, 1, bias=True)
-    def forward(self, x):
-        x = self.layer0(x)
-        x = self.layer1(x)
-        x = self.layer2(x)
-        return self.layer3(x)
 torch.manual_seed(2)
-net = Net().to(device='cpu', dtype=torch.bfloat16)
+net = torch.nn.Sequential(Attention(), torch.nn.ReLU(), torch.nn.Linear(7, 7, bias=True), torch.nn.Linear(7, 1, bias=True)).to(device='cpu', dtype=torch.bfloat16)
 generator = torch.Generator().manual_seed(2)
 x = torch.randn((4, 3, 7), generator=generator).to(device='cpu', dtype=torch.bfloat16).requires_grad_(True)
 cotangent = torch.randn((4, 3, 1), generator=generator).to(device='cpu', dtype=torch.bfloat16)

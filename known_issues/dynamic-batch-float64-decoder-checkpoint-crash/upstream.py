@@ -81,21 +81,11 @@ torch.manual_seed(0)
 net = Net().to(device='cpu', dtype=torch.float64)
 targets = [net.layer0]
 apply_activation_checkpointing(net, checkpoint_wrapper_fn=functools.partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT), check_fn=lambda m: m is targets[0])
-generator = torch.Generator().manual_seed(0)
-x = torch.randint(2, (1, 16), generator=generator).to('cpu')
-cotangent = torch.randn((1, 16, 2), generator=generator).to(device='cpu', dtype=torch.float64)
-def make_batches():
-    batches = []
-    for step in range(1, len([1, 2])):
-        generator = torch.Generator().manual_seed(0 + step)
-        input_shape, output_shape = (([1, 2][step], *(1, 16)[1:]), [(1, 16, 2), (2, 16, 2)][step])
-        x = torch.randint(2, input_shape, generator=generator).to('cpu')
-        batches.append((x, torch.randn(output_shape, generator=generator).to(device='cpu', dtype=torch.float64)))
-    return batches
 def run(model, fn):
     optimizer = torch.optim.SGD(list(model.parameters()) or [torch.zeros(0)], lr=1e-2, momentum=0.9)
-    for x_, cotangent_ in [(x, cotangent), *make_batches()]:
-        x_ = x_.detach().requires_grad_(x_.requires_grad)
+    for step, (shape, out_shape) in enumerate([((1, 16), (1, 16, 2)), ((2, 16), (2, 16, 2))]):
+        generator = torch.Generator().manual_seed(0 + step)
+        x_, cotangent_ = torch.randint(2, shape, generator=generator).to('cpu'), torch.randn(out_shape, generator=generator).to(device='cpu', dtype=torch.float64)
         optimizer.zero_grad()
         (out := fn(x_)).backward(cotangent_)
         optimizer.step()

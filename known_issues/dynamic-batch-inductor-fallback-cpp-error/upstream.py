@@ -21,21 +21,11 @@ class Net(torch.nn.Module):
         return x + aux
 torch.manual_seed(2441)
 net = Net().to(device='cpu', dtype=torch.float32)
-generator = torch.Generator().manual_seed(2441)
-x = torch.randn((1, 2), generator=generator).to(device='cpu', dtype=torch.float32).requires_grad_(True)
-cotangent = torch.randn((1, 2), generator=generator).to(device='cpu', dtype=torch.float32)
-def make_batches():
-    batches = []
-    for step in range(1, len([1, 2])):
-        generator = torch.Generator().manual_seed(2441 + step)
-        input_shape, output_shape = (([1, 2][step], *(1, 2)[1:]), [(1, 2), (2, 2)][step])
-        x = torch.randn(input_shape, generator=generator).to(device='cpu', dtype=torch.float32).requires_grad_(True)
-        batches.append((x, torch.randn(output_shape, generator=generator).to(device='cpu', dtype=torch.float32)))
-    return batches
 def run(model, fn):
     optimizer = torch.optim.SGD(list(model.parameters()) or [torch.zeros(0)], lr=1e-2, momentum=0.9)
-    for x_, cotangent_ in [(x, cotangent), *make_batches()]:
-        x_ = x_.detach().requires_grad_(x_.requires_grad)
+    for step, (shape, out_shape) in enumerate([((1, 2), (1, 2)), ((2, 2), (2, 2))]):
+        generator = torch.Generator().manual_seed(2441 + step)
+        x_, cotangent_ = torch.randn(shape, generator=generator).to(device='cpu', dtype=torch.float32).requires_grad_(True), torch.randn(out_shape, generator=generator).to(device='cpu', dtype=torch.float32)
         optimizer.zero_grad()
         (out := fn(x_)).backward(cotangent_)
         optimizer.step()

@@ -3,14 +3,8 @@ import copy, os, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
 from thunder.dynamo import thunderfx
-class Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.layer0 = torch.nn.InstanceNorm1d(1, affine=False, track_running_stats=True)
-    def forward(self, x):
-        return self.layer0(x)
 torch.manual_seed(0)
-net = Net().to(device='cpu', dtype=torch.float32)
+net = torch.nn.Sequential(torch.nn.InstanceNorm1d(1, affine=False, track_running_stats=True)).to(device='cpu', dtype=torch.float32)
 generator = torch.Generator().manual_seed(0)
 x = torch.randn((1, 1, 2), generator=generator).to(device='cpu', dtype=torch.float32).requires_grad_(True)
 cotangent = torch.randn((1, 1, 2), generator=generator).to(device='cpu', dtype=torch.float32)
