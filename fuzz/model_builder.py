@@ -311,7 +311,7 @@ def network_source(spec: NetSpec) -> str:
     wrapping = "".join(f"\n{_INDENT * 2}{line}" for line in _wrapping_lines(spec))
     if wrapping:
         wrapping = f"\n{_INDENT}if checkpointing:{wrapping}"
-    shape = _input_shape(spec)
+    shape = spec.input_shape if spec.vocab is None else spec.input_shape[:-1]
     return f'''{_IMPORTS}{imports}{classes}
 
 SEED = {spec.seed}
@@ -332,16 +332,11 @@ def make_example(checkpointing=True):
 {_training_source(spec)}'''
 
 
-def _input_shape(spec: NetSpec) -> tuple[int, ...]:
-    """The shape of the network's input (tokens: without the embedding's features)."""
-    return spec.input_shape if spec.vocab is None else spec.input_shape[:-1]
-
-
 def step_shapes(spec: NetSpec) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
     """Each training step's input and cotangent shapes, the first step's those of the example."""
     batches = spec.training.batches or [spec.batch] * spec.training.steps
-    shape = _input_shape(spec)
-    return [((batch, *shape[1:]), replace(spec, batch=batch, training=None).output_shape) for batch in batches]
+    rest = spec.input_shape[1:] if spec.vocab is None else spec.input_shape[1:-1]  # (tokens: no embedding features)
+    return [((batch, *rest), replace(spec, batch=batch, training=None).output_shape) for batch in batches]
 
 
 def input_expression(spec: NetSpec, shape: str) -> str:
