@@ -1,8 +1,10 @@
 """Each registry entry's upstream.py and issue.md (`fuzz.report.upstream`, `fuzz.report.issue_draft`).
 
 ``python -m fuzz.registry.drafts [ID ...] [--versions V,V]`` writes them for the entries named (all when none is):
-upstream.py is run once per version (default: the installed thunder and the newest nightly) in a fresh interpreter
-and its exit statuses are recorded in ``upstream.json``, which issue.md quotes.
+upstream.py is generated, except where the entry's ``[upstream]`` table says ``reduced_by_hand`` (the generated one
+was over `MAX_LINES`: that file is kept as committed); it is run once per version (default: the installed thunder and
+the newest nightly) in a fresh interpreter and its exit statuses are recorded in ``upstream.json``, which issue.md
+quotes.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from fuzz.registry.known_issues import KNOWN_ISSUES
 from fuzz.registry.signatures import read_entry
 from fuzz.report.issue_draft import Draft, issue_markdown
 from fuzz.report.run_folder import write_atomically
-from fuzz.report.upstream import upstream_source
+from fuzz.report.upstream import MAX_LINES, upstream_source
 
 UPSTREAM, RECORD, ISSUE = "upstream.py", "upstream.json", "issue.md"
 
@@ -33,9 +35,11 @@ def write_drafts(issue: KnownIssue, versions: list[str], timeout_s: float) -> di
     from fuzz.versions.bisect import run_repro
 
     directory = KNOWN_ISSUES_DIR / issue.id
-    failure = recorded_failure(issue.id)
-    source = upstream_source(recorded_spec(issue.id), failure, title(issue), installed_thunder())
-    write_atomically(directory / UPSTREAM, source)
+    if reduced_by_hand(issue):
+        source = (directory / UPSTREAM).read_text()
+    else:
+        source = upstream_source(recorded_spec(issue.id), recorded_failure(issue.id), title(issue), installed_thunder())
+        write_atomically(directory / UPSTREAM, source)
     trials = [run_repro(directory / UPSTREAM, version, timeout_s) for version in versions]
     record = {
         "lines": len(source.splitlines()),
@@ -48,9 +52,19 @@ def write_drafts(issue: KnownIssue, versions: list[str], timeout_s: float) -> di
     return record
 
 
+def reduced_by_hand(issue: KnownIssue) -> str | None:
+    """How ``issue``'s upstream.py was reduced by hand from the generated one, or None where it is generated."""
+    return upstream_table(issue).get("reduced_by_hand")
+
+
+def upstream_table(issue: KnownIssue) -> dict:
+    """The ``[upstream]`` table of ``issue``'s entry.toml (empty where it has none)."""
+    return (read_entry(KNOWN_ISSUES_DIR / issue.id) or {}).get("upstream", {})
+
+
 def draft_of(issue: KnownIssue, source: str, exits: dict[str, int]) -> Draft:
     """The issue draft of a registry entry, from its files."""
-    upstream = (read_entry(KNOWN_ISSUES_DIR / issue.id) or {}).get("upstream", {})
+    upstream = upstream_table(issue)
     versions_path = KNOWN_ISSUES_DIR / issue.id / VERSIONS_FILE
     versions = json.loads(versions_path.read_text()) if versions_path.exists() else {}
     return Draft(
@@ -84,6 +98,8 @@ def main(argv: list[str]) -> int:
     for issue in [by_id[i] for i in args.ids] or KNOWN_ISSUES:
         record = write_drafts(issue, versions, args.timeout)
         print(f"{issue.id}: {record['lines']} lines, exit {record['exit']}", flush=True)
+        if record["lines"] > MAX_LINES:
+            print(f"  over {MAX_LINES} lines: reduce it by hand, say how in entry.toml's [upstream] reduced_by_hand")
     return 0
 
 
