@@ -36,6 +36,8 @@ def write_drafts(issue: KnownIssue, versions: list[str], timeout_s: float) -> di
 
     directory = KNOWN_ISSUES_DIR / issue.id
     if reduced_by_hand(issue):
+        if not (directory / UPSTREAM).exists():
+            raise SystemExit(f"{directory / UPSTREAM}: missing: write it, or drop reduced_by_hand from [upstream]")
         source = (directory / UPSTREAM).read_text()
     else:
         source = upstream_source(recorded_spec(issue.id), recorded_failure(issue.id), title(issue), installed_thunder())
