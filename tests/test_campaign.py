@@ -15,9 +15,11 @@ from fuzz.campaign.config import CampaignConfig
 from fuzz.campaign.engine import SHORTENED, Campaign
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.generate.sweep import sweep_specs
+from fuzz.judge.harness import check_spec
 from fuzz.judge.oracle import GradientDivergence
 from fuzz.judge.outcome import VERDICT_CUT
 from fuzz.registry.known_issues import known_issues_for
+from fuzz.report.failures import blames
 from tests.faults import busy, injected, replaced
 
 
@@ -109,6 +111,20 @@ def test_op_sweep_cases_whose_plumbing_fails_alike_are_one_failure_blamed_on_no_
     spec = NetSpec.from_json((Path(listed["repro"]).parent / "spec.json").read_text())
     assert [layer.kind for layer in spec.layers] == ["tanh"] and spec.checkpointed(0), spec
     assert listed["found_by_shards"] == 2 and listed["blames"] is None and not listed["variants"]
+
+
+def test_a_failure_kept_unshrunk_blames_no_op(tmp_path):
+    # Its ops were never replaced by their identity twins: the op the sweep case draws is no culprit yet.
+    campaign = Campaign(CampaignConfig(run_dir=tmp_path, confirm=False))
+    campaign.start_item()
+    (case,) = [s for s in sweep_specs("cpu", ["float32"], ops=["abs"]) if s.layers[0].params["form"] == "function"][:1]
+    with injected("tanh-grad-x2"):
+        failure = check_spec(case).failure
+    assert failure is not None and blames(case) == "op abs"
+    campaign._reduce_and_write(case, failure, reduce=False)
+    campaign.write_worker_stats()
+    (listed,) = campaign.summary(exit_status=1)["failures"]
+    assert listed["unshrunk"] and listed["blames"] is None, listed
 
 
 def test_the_op_sweep_gets_what_its_cases_need_at_most_half_the_budget_and_the_others_share_the_rest():

@@ -110,7 +110,12 @@ class Findings:
         while confirming keeps it."""
         directory = self._write_failure(self.config.run_dir, spec, failure)
         unchecked = Confirmation(None, STOPPED_FIRST) if self.config.confirm else None
-        listed = {**failure_record(spec, failure, directory), **({"unshrunk": True} if unshrunk else {})}
+        # Unreduced, no op of the network was replaced by its identity twin: it blames none (a make campaign run
+        # blamed logsumexp, whose result the network never used).
+        listed = {
+            **failure_record(spec, failure, directory),
+            **({"unshrunk": True, "blames": None} if unshrunk else {}),
+        }
         record = self.stats.record_final_failure(listed, time.time() - self.started, unchecked)
         if unshrunk := self._unshrunk.pop(failure.signature, None):
             shutil.rmtree(unshrunk, ignore_errors=True)
