@@ -1,5 +1,6 @@
 """What a campaign does around each example: remembering outcomes, the shrinking time limit."""
 
+import json
 import time
 from pathlib import Path
 
@@ -125,6 +126,8 @@ def test_a_failure_kept_unshrunk_blames_no_op(tmp_path):
     campaign.write_worker_stats()
     (listed,) = campaign.summary(exit_status=1)["failures"]
     assert listed["unshrunk"] and listed["blames"] is None, listed
+    # Its folder's failure.json too (what the report, merge and a stopped run's summary read).
+    assert json.loads((Path(listed["repro"]).parent / "failure.json").read_text())["blames"] is None
 
 
 def test_the_op_sweep_gets_what_its_cases_need_at_most_half_the_budget_and_the_others_share_the_rest():

@@ -99,23 +99,23 @@ class Findings:
             raise
         finally:
             shutil.rmtree(reducing, ignore_errors=True)
-        self._write_final_failure(spec, failure, unshrunk=not reduce)
+        self._write_final_failure(spec, failure, unshrunk=not reduce, reduced=reduce)
         return spec, failure
 
     def _write_final_failure(
-        self, spec: NetSpec, failure: ParityFailure, confirming: bool = True, unshrunk: bool = False
+        self,
+        spec: NetSpec,
+        failure: ParityFailure,
+        confirming: bool = True,
+        unshrunk: bool = False,
+        reduced: bool = False,
     ) -> Path:
         """Write a failure that is as small as it gets to its folder, list it in the summary, then confirm it in a
         fresh interpreter (unless turned off, or not ``confirming``); returns the folder. Listed first: a run stopped
-        while confirming keeps it."""
-        directory = self._write_failure(self.config.run_dir, spec, failure)
+        while confirming keeps it. Only a ``reduced`` network (`_reduced` ran) blames its ops."""
+        directory = self._write_failure(self.config.run_dir, spec, failure, reduced=reduced)
         unchecked = Confirmation(None, STOPPED_FIRST) if self.config.confirm else None
-        # Unreduced, no op of the network was replaced by its identity twin: it blames none (a make campaign run
-        # blamed logsumexp, whose result the network never used).
-        listed = {
-            **failure_record(spec, failure, directory),
-            **({"unshrunk": True, "blames": None} if unshrunk else {}),
-        }
+        listed = {**failure_record(spec, failure, directory, reduced), **({"unshrunk": True} if unshrunk else {})}
         record = self.stats.record_final_failure(listed, time.time() - self.started, unchecked)
         if unshrunk := self._unshrunk.pop(failure.signature, None):
             shutil.rmtree(unshrunk, ignore_errors=True)
@@ -133,8 +133,12 @@ class Findings:
             self.stats.set_confirmation(record, confirmation)
         return directory
 
-    def _write_failure(self, artifacts: Path, spec: NetSpec, failure: ParityFailure, name: str | None = None) -> Path:
-        return write_failure(artifacts, spec, failure, self.config.converter, name, executors=self.config.executors)
+    def _write_failure(
+        self, artifacts: Path, spec: NetSpec, failure: ParityFailure, name: str | None = None, reduced: bool = False
+    ) -> Path:
+        return write_failure(
+            artifacts, spec, failure, self.config.converter, name, executors=self.config.executors, reduced=reduced
+        )
 
     def _reduced(self, spec: NetSpec, failure: ParityFailure) -> tuple[NetSpec, ParityFailure]:
         """``spec`` reduced further (see `fuzz.generate.reduce`) with the failure it still shows in the same class.

@@ -72,9 +72,11 @@ def write_failure(
     name: str | None = None,
     executors: Sequence[str] = (),
     listed: bool = True,
+    reduced: bool = False,
 ) -> Path:
     """Write ``<artifacts>/<name or failure-id>/{spec.json,repro.py,failure.txt,triage.txt}`` and, for a failure a
-    run's summary lists (``listed``; not a registry entry), ``failure.json``; returns the directory.
+    run's summary lists (``listed``; not a registry entry), ``failure.json`` (``reduced``: see `failure_record`);
+    returns the directory.
 
     Never overwrites another network: when the folder already holds a different spec (the same bug,
     shrunk to another network), this one goes to its ``variants/<spec digest>/`` folder instead.
@@ -97,12 +99,16 @@ def write_failure(
     )
     write_atomically(directory / "triage.txt", f"{failure.triage}: {failure.__cause__}\n")
     if listed:
-        write_atomically(directory / FAILURE_RECORD, json.dumps(failure_record(spec, failure, directory)) + "\n")
+        write_atomically(
+            directory / FAILURE_RECORD, json.dumps(failure_record(spec, failure, directory, reduced)) + "\n"
+        )
     return directory
 
 
-def failure_record(spec: NetSpec, failure: ParityFailure, directory: Path) -> dict[str, Any]:
-    """What the summary lists of a failure written to ``directory`` (also its ``failure.json``)."""
+def failure_record(spec: NetSpec, failure: ParityFailure, directory: Path, reduced: bool = False) -> dict[str, Any]:
+    """What the summary lists of a failure written to ``directory`` (also its ``failure.json``). Only a ``reduced``
+    network blames its ops (each op's identity twin passed there): one found, kept unshrunk or left by a dead worker
+    was never reduced (a make campaign's unshrunk finding blamed logsumexp, whose result its network never used)."""
     return {
         "id": failure_id(spec, failure),
         "class": failure.failure_class,
@@ -111,7 +117,7 @@ def failure_record(spec: NetSpec, failure: ParityFailure, directory: Path) -> di
         "repro": str(directory.resolve() / "repro.py"),  # absolute: the report links it from anywhere
         # The known issues its spec matches whose signature or band it falls outside (`fuzz.campaign.engine.record`).
         "resembles": list(failure.resembles),
-        "blames": blames(spec),
+        "blames": blames(spec) if reduced else None,
         **cluster_of(spec, failure),
     }
 
