@@ -18,6 +18,7 @@ from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.judge.harness import check_spec
 from fuzz.judge.oracle import AccuracyGap, GradientDivergence, ThunderCrash, judge
 from fuzz.judge.parity import compare, mismatch
+from fuzz.model_builder import build_example
 from fuzz.registry.files import recorded_spec
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.report.failures import confirm, failure_id, write_failure
@@ -83,6 +84,43 @@ def test_the_nudge_probe_finds_a_real_kink_and_accepts_a_flip_there_only():
     far = eager[1]["0.weight"].clone()
     far[1] = 0.0  # the same-sized change where eager is smooth
     assert judge((eager[0], {**eager[1], "0.weight": far}), eager, reference, probe=lambda: nudged) is not None
+
+
+# -- float64: eager's own spread over nudged copies is the noise of a tensor whose truth cancels --
+
+
+# A layer_norm over one feature makes every gradient before it 0 in truth: thunderfx gives exactly 0, eager its own
+# rounding (-1.8e-15 on seed 2, -3.4e-14 on seed 3 at batch 4), judged a thunder-general divergence while float64's
+# noise was a float32 twin's error scaled by eps64/eps32 (20x below eager's spread over the nudged copies).
+def _layer_norm_of_one_feature(batch: int, seed: int) -> NetSpec:
+    layers = [
+        LayerSpec("layer_norm", {"elementwise_affine": True}),
+        LayerSpec("linear", {"out_features": 1, "bias": True}),
+        LayerSpec("layer_norm", {"elementwise_affine": True}),
+    ]
+    return NetSpec(
+        features=18, batch=batch, dtype="float64", seed=seed, layers=layers, checkpoints=[CheckpointSpec(1, 2)]
+    )
+
+
+@pytest.mark.parametrize("batch, seed", [(2, 2), (4, 3)])
+def test_a_float64_gradient_that_cancels_to_zero_passes_and_an_error_on_it_still_fails(batch, seed):
+    assert check_spec(_layer_norm_of_one_feature(batch, seed)).failure is None  # thunderfx's exact 0 vs eager's noise
+    example = build_example(_layer_norm_of_one_feature(batch, seed))
+    net, x, cotangent = example.net, example.input, example.cotangent
+    eager = forward_backward(net, net, fresh_input(x), cotangent)
+    scale = max(t.abs().max().item() for t in (eager[0], *eager[1].values()))
+    nudged = nudged_runs(net, x, cotangent)
+    for name in ("layer1.weight", "layer2.weight"):
+        assert eager[1][name].abs().max() < 1e-12 * scale  # cancelled
+        zero = (eager[0], {**eager[1], name: torch.zeros_like(eager[1][name])})
+        assert judge(zero, eager, probe=lambda: nudged) is None
+        off = (eager[0], {**eager[1], name: eager[1][name] + 1e-11 * scale})  # a thousand times eager's spread
+        assert isinstance(judge(off, eager, probe=lambda: nudged), GradientDivergence)
+    # A clean float64 tensor keeps its sensitivity: the last norm's bias gradient (the cotangent's sum) 1e-8 off.
+    bias = eager[1]["layer2.bias"]
+    assert bias.abs().max() > 1e-3 * scale
+    assert judge((eager[0], {**eager[1], "layer2.bias": bias * (1 + 1e-8)}), eager, probe=lambda: nudged) is not None
 
 
 # -- autocast: float32 tensors that carry bfloat16's rounding --

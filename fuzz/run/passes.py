@@ -247,7 +247,8 @@ def nudged_runs(net, x, cotangent, runs=NUDGES, training=None):
     and its truth, so that eager's own error and drift can be seen over several samples, not one (rules 1 and 3):
     the copy's `forward_backward` and its `float64_reference`; for a float64 network, which has no wider truth,
     the copy's float64 run as the truth and, as the sample, that run moved by its float32 twin's error scaled down by
-    the ratio of the epsilons (rounding errors scale with eps); the truth is None where no float32 twin runs.
+    the ratio of the epsilons (rounding errors scale with eps), or the run itself where no float32 twin runs (the
+    truths still show eager's float64 spread, `fuzz.judge.parity.mismatch`).
     With ``training``, each copy trains along its own eager trajectory, its later steps' inputs nudged too."""
     generator = torch.Generator().manual_seed(0)
 
@@ -297,9 +298,9 @@ def finite(result):
 
 
 def _float64_rounding_sample(run, twin):
-    """(``run`` moved by its float32 ``twin``'s error x eps64/eps32, ``run``), or (``run``, None) without a twin."""
+    """(``run`` moved by its float32 ``twin``'s error x eps64/eps32, ``run``), or (``run``, ``run``) without a twin."""
     if twin is None:
-        return run, None
+        return run, run
     ratio = torch.finfo(torch.float64).eps / torch.finfo(torch.float32).eps
 
     def moved(t, t32):
