@@ -23,10 +23,10 @@ MINIMAL = NetSpec(features=1, layers=[LayerSpec("tanh")], checkpoints=[Checkpoin
 @pytest.fixture(scope="module")
 def faulty_campaign(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     tmp = tmp_path_factory.mktemp("faulty")
-    # The budget counts from the process's start and shrinking stops 30 s before its end: 8 minutes leave the
-    # shrinking (measured: up to 238 s with the other worker busy) its time; the fault is found in the first seconds,
-    # and the campaign (one shard) ends once its failure is shrunk.
-    run = run_campaign(tmp, "--hypothesis-profile", "nightly", "--fuzz-minutes", "8")
+    # Bounded by examples, not by seconds (a loaded machine makes it slower, never different): the dev profile's 25 on
+    # a fixed seed, which draws tanh in a checkpoint at its 7th example (measured: found after 17 s, shrunk after 53 s);
+    # the campaign (one shard) ends once its failure is shrunk, however long that takes.
+    run = run_campaign(tmp, "--hypothesis-profile", "dev", "--fuzz-seed", "1")
     return run, (tmp / "artifacts" / "latest").resolve()
 
 
@@ -53,9 +53,8 @@ def test_the_failure_shrinks_to_that_one_layer_in_one_checkpoint(faulty_campaign
     )
     # The fault is in thunder for every process (tests/fault_site): its repro.py reproduces it afresh.
     assert failure["confirmed"] is True and failure["confirmation"].startswith("reproduced in a fresh interpreter")
-    # Measured: 238 s in a fresh-clone `make test` with the other xdist worker busy (140 networks, 93 answered from
-    # memory); well under 100 s alone. Far more means the shrink-time policy (fuzz/campaign/budget.py) stopped working.
-    assert shrunk_s - detect_s < 360
+    # (No bound on the seconds: the campaign has no budget, so a loaded machine only makes it slower. The shrink-time
+    # policy under a budget is tested with budgets of its own, tests/test_campaign.py.)
 
 
 def test_the_repro_exits_1_with_the_fault_and_0_without(faulty_campaign):

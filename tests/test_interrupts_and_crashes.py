@@ -1,7 +1,7 @@
 """A campaign that is interrupted, or whose worker dies or hangs, keeps what it found and says so.
 
 Real campaigns in a subprocess with a fault injected into thunder (tests/faults.py), as in
-tests/test_fault_detection.py.
+tests/test_fault_detection.py; and the signal handler itself (`fuzz.run.stops`).
 """
 
 import json
@@ -9,17 +9,22 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from fuzz.generate.spec import NetSpec
+from fuzz.run import stops
+from fuzz.run.runner import time_limit
 from tests.campaign_runs import FAULT, ROOT, campaign_command, fault_everywhere, run_campaign, run_repro
+from tests.faults import busy
 
 # Where a stop lands, and whom it reaches: "group" is what `timeout`, Slurm and Kubernetes do (the controller, then its
-# whole process group: the controller gets the signal twice), "worker" the xdist worker in that phase alone. The
-# summary is written by the controller only. What was found by then: nothing at the first example.
+# whole process group: the controller gets the signal twice), "worker" the xdist worker in that phase alone (xdist lets
+# the other finish its item, finding and confirming what it may). The summary is written by the controller only. What
+# was found by then: nothing at the first example.
 _STOPS = [
     pytest.param("shrinking", "group", signal.SIGTERM, id="shrinking-group-SIGTERM"),
     *(
@@ -70,15 +75,19 @@ def test_a_stopped_campaign_says_interrupted_and_lists_what_it_found(tmp_path, p
     assert f"result: {summary['result']}" in out
     assert "Traceback" not in err, err[-3000:]
     listed = summary["failures"] + summary["unshrunk_failures"]
-    if phase == "generation":
-        assert not listed, listed
-        return
+    if phase == "generation":  # nothing found by then, except by the worker not stopped (see _STOPS)
+        assert not listed or whom == "worker", listed
+        if not listed:
+            return
     assert [f["class"] for f in listed] == ["gradient-divergence"] * len(listed) and listed, listed
     assert summary["result"].endswith("failure(s))") or "not shrunk yet" in summary["result"], summary["result"]
     report = (tmp_path / "artifacts" / "latest" / "report.html").read_text()
     assert all(f["id"] in report for f in listed), "the report lists what was found, shrunk or not"
-    if phase in ("reduction", "confirmation"):  # shrunk by Hypothesis: written as final, listed unconfirmed
-        assert summary["failures"] and summary["failures"][0]["confirmed"] is None, summary["failures"]
+    if phase in ("reduction", "confirmation"):
+        # Shrunk by Hypothesis: written as final, listed unconfirmed. Where one worker was stopped, the other finishes
+        # its item (xdist) and may confirm the same failure, listed once, first (seen: 1 run in 4).
+        final = summary["failures"]
+        assert [f for f in final if f["confirmed"] is None or whom == "worker" and f["found_by_shards"] > 1], final
     if (phase, whom, stop) == ("shrinking", "group", signal.SIGTERM):
         assert all(run_repro(Path(f["repro"]), FAULT).returncode == 1 for f in listed)
         assert list((tmp_path / "db").rglob("*")), "the failing example is in the database too"
@@ -165,8 +174,10 @@ def test_a_worker_dying_is_thunders_finding_only_in_thunders_phase(tmp_path, mon
     # shrunk failure (of the tanh fault) is reduced, whose finding must survive the death.
     monkeypatch.setenv("FUZZ_DIE_IN_PHASE", phase)
     layers = "tanh,relu,linear"
+    # The budget counts from the command's start: at 0.5 minutes a 17 s start-up (load 3 on 2 cores) left the items
+    # 3.5 s, and no network reached the nudged phase.
     run = run_campaign(
-        tmp_path, "--hypothesis-profile", "nightly", "--fuzz-minutes", "0.5", "--fuzz-layers", layers,
+        tmp_path, "--hypothesis-profile", "nightly", "--fuzz-minutes", "1", "--fuzz-layers", layers,
         fault=fault, workers=2,
     )  # fmt: skip
     summary = json.loads((tmp_path / "artifacts" / "latest" / "summary.json").read_text())
@@ -182,3 +193,68 @@ def test_a_worker_dying_is_thunders_finding_only_in_thunders_phase(tmp_path, mon
         assert list((tmp_path / "artifacts" / "latest" / "died-outside-thunder").glob("*.json"))
     if phase == "reduction":  # the finding the dead worker was reducing is listed
         assert any(f["class"] == "gradient-divergence" for f in summary["failures"]), summary["failures"]
+
+
+def test_a_signal_inside_a_campaign_item_only_marks_the_stop_and_cuts_the_time_limit(monkeypatch):
+    # The handler called as if the signal landed in this frame: inside `at_safe_points` it raises nothing; a thunderfx
+    # run's alarm (here Python busy for 30 s under a 60 s limit) is cut to STOP_GRACE_S, and raises KeyboardInterrupt.
+    monkeypatch.setattr(stops, "_stop", dict(stops._stop, retry=None))
+    marked = []
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt), stops.at_safe_points(), time_limit(60):
+        stops.interrupt(signal.SIGTERM, sys._getframe())
+        marked.append(stops.interrupted())
+        busy(30)
+    assert marked == [True] and time.monotonic() - start < stops.STOP_GRACE_S + 2
+    with pytest.raises(KeyboardInterrupt):  # a safe point
+        stops.stop_if_interrupted()
+
+
+def test_outside_a_campaign_item_only_the_first_signal_raises(monkeypatch):
+    monkeypatch.setattr(stops, "_stop", dict(stops._stop, retry=None))
+    with pytest.raises(KeyboardInterrupt):
+        stops.interrupt(signal.SIGTERM, sys._getframe())
+    stops.interrupt(signal.SIGTERM, sys._getframe())
+
+
+_SIGNAL_IN_A_COLLECTION = """
+import gc, os, signal, time, weakref
+from fuzz.run.stops import install_stop_handler
+
+install_stop_handler()
+finished = []
+
+class Node:
+    pass
+
+def callback(ref):
+    os.kill(os.getpid(), signal.SIGTERM)
+    end = time.monotonic() + 0.3
+    while time.monotonic() < end:  # the handler runs here, inside the collection
+        pass
+    finished.append(True)
+
+node = Node()
+node.cycle = node
+ref = weakref.ref(node, callback)
+del node
+try:
+    gc.collect()
+    collected = time.monotonic()
+    time.sleep(10)
+    print("not stopped")
+except KeyboardInterrupt:
+    print("stopped after the collection", finished, round(time.monotonic() - collected, 1))
+"""
+
+
+def test_a_signal_during_a_garbage_collection_stops_the_process_after_it():
+    # Raised in a weakref callback, the KeyboardInterrupt was printed ("Exception ignored in") and dropped, the callback
+    # cut short and the process not stopped. It must wait for the collection to end, then stop the process.
+    child = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_IN_A_COLLECTION], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert child.returncode == 0 and "Traceback" not in child.stderr, child.stderr[-3000:]
+    said, finished, seconds = child.stdout.strip().rsplit(" ", 2)
+    assert (said, finished) == ("stopped after the collection", "[True]"), child.stdout
+    assert float(seconds) < 2

@@ -169,6 +169,21 @@ def test_low_precision_error_is_an_accuracy_gap_only_when_thunder_is_right_one_p
     assert isinstance(wrong, GradientDivergence)
 
 
+# Found by the cancellation hunt (issue 46): a bfloat16 layer_norm of width 2, whose input gradient cancels (truth
+# +-3.3e-4 beside an output of scale 1). Thunderfx's (-0.031, -0.016) is 4 bfloat16 ulps of the example's scale off
+# and right in float32: an accuracy gap of thunder's, which measured against its own scale (93x) was a divergence.
+@pytest.mark.parametrize(("thunder_input_gradient", "gap"), [((-0.03125, -0.015625), True), ((-0.5, 0.25), False)])
+def test_a_cancellation_is_an_accuracy_gap_by_the_example_s_scale(thunder_input_gradient, gap):
+    truth = (torch.tensor([0.99976, -0.99976], dtype=torch.float64), {"input": torch.tensor([-3.332e-4, 3.332e-4])})
+    truth = (truth[0], {"input": truth[1]["input"].double()})
+    expected = (torch.tensor([1.0, -1.0]).bfloat16(), {"input": torch.tensor([-1.2e-3, 1.2e-3]).bfloat16()})
+    thunder = (expected[0].clone(), {"input": torch.tensor(thunder_input_gradient).bfloat16()})
+    failure = judge(thunder, expected, truth, probe=lambda: [], right_one_precision_up=lambda: True)
+    assert isinstance(failure, AccuracyGap if gap else GradientDivergence), failure
+    wrong_in_float32 = judge(thunder, expected, truth, probe=lambda: [], right_one_precision_up=lambda: False)
+    assert isinstance(wrong_in_float32, GradientDivergence)
+
+
 @pytest.mark.parametrize("wrong", ["30% low", "largest element zeroed"])
 def test_a_large_low_precision_error_is_wrong_even_where_thunder_is_right_one_precision_up(wrong):
     reference, eager = _bfloat16()

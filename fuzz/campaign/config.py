@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fuzz.campaign.choices import DEVICE_CHOICES
+from fuzz.strategies import MAX_DIM
 
 
 def resolve_device(requested: str) -> str:
@@ -44,4 +45,5 @@ class CampaignConfig:
     executors: tuple[str, ...] = ()  # thunder's default executors, by name (empty: thunder's own defaults)
     gpus: tuple[str, ...] = ()  # the GPUs the controller spreads workers over (`fuzz.campaign.gpus`); empty: no pinning
     batch: int = 1  # the general family's networks judged this many at a time, one thunderfx compile each batch
+    max_dim: int = MAX_DIM  # the general family's widest feature dim
     confirm: bool = True  # re-run each final failure's repro.py in a fresh interpreter before reporting it

@@ -44,7 +44,8 @@ from fuzz.report.op_family import fallback_report, op_family_summary
 from fuzz.report.run_folder import RunFolder, write_atomically
 from fuzz.report.stats import CampaignStats, Confirmation, op_key
 from fuzz.report.summary import ItemResults, build_summary
-from fuzz.run.runner import interrupted, on_phase_change
+from fuzz.run.runner import on_phase_change
+from fuzz.run.stops import interrupted, stop_if_interrupted
 from fuzz.strategies import OP_KINDS, net_specs
 
 _STATS_EVERY_S = 10.0
@@ -92,7 +93,7 @@ class Campaign(Findings):
         time limit (a slice of slow networks): a slow known issue it matches is then run under it, not skipped.
         ``member``: which of the test call's networks it is (`judged_in_batch`: Hypothesis takes one score per label).
         """
-        _stop_if_interrupted()
+        stop_if_interrupted()
         for trait in traits(spec):
             event(trait)
         known = known_issues_for(spec)
@@ -122,7 +123,7 @@ class Campaign(Findings):
         """Judge those of ``specs`` a batch can (`fuzz.judge.batch`: one thunderfx compile for them all), counting each
         it judged as an example; returns the others, in order, for `run_example` one by one: all of them while the
         item shrinks a failure, or where fewer than two can share a batch."""
-        _stop_if_interrupted()
+        stop_if_interrupted()
         if self.budget.failures:
             return specs
         unseen = {spec.to_json(): spec for spec in specs if spec.to_json() not in self._outcomes}
@@ -215,6 +216,7 @@ class Campaign(Findings):
             dtypes=self.config.dtypes or DTYPES,
             ops=self.config.ops,
             nested=nested,
+            max_dim=self.config.max_dim,
         )
         return drawn.filter(lambda spec: any(c.nested for c in spec.checkpoints)) if nested else drawn
 
@@ -251,7 +253,7 @@ class Campaign(Findings):
         """Run one sweep case under the full time limit, count it, and write its failure at once (no shrinking:
         a sweep case is one op in one checkpoint already). Returns the failure, or None when it passed, was
         not run (out of budget, or a known issue excluded) or reproduced a known issue."""
-        _stop_if_interrupted()
+        stop_if_interrupted()
         if self.budget.spent():
             return None
         known = known_issues_for(spec)
@@ -372,13 +374,6 @@ class Campaign(Findings):
         self.latest_problem = self.folder.write_summary(summary)
         self.summary_exit_status = exit_status
         return summary
-
-
-def _stop_if_interrupted() -> None:
-    """Raise KeyboardInterrupt once a signal marked the run interrupted: only the first signal raises, and thunder (a
-    fallback's ``except Exception``) or a finalizer can swallow it; the next example ends the run then."""
-    if interrupted():
-        raise KeyboardInterrupt("the run was stopped")
 
 
 def _release_frames(failure: BaseException) -> None:

@@ -24,6 +24,7 @@ from fuzz.report.run_folder import DIED_OUTSIDE_THUNDER, REDUCING, UNSHRUNK, wri
 from fuzz.report.stats import Confirmation
 from fuzz.report.summary import STOPPED_FIRST
 from fuzz.run.runner import THUNDER_PHASE, HarnessError, hard_limit
+from fuzz.run.stops import stop_if_interrupted
 
 # Wall-clock bound on the spec-level reduction of each final failure (each check compiles it twice: the network,
 # then its triage): measured on the new-kinds campaign, 50 checks took minutes per failure and a 2-minute budget
@@ -152,7 +153,8 @@ class Findings:
 
         def still_fails(candidate: NetSpec) -> bool:
             # One run per check, within the reduction's own bound: a slow thunder error path ends the check. (One the
-            # end of the budget cuts short is invalid: no step.)
+            # end of the budget cuts short is invalid: no step.) Each check is a safe point of a stopped run.
+            stop_if_interrupted()
             limit = min(self.config.timeout_s or REDUCE_SECONDS, REDUCE_SECONDS)
             try:
                 with self._in_flight(candidate, self.budget.capped(limit)):  # a death in thunder is a finding itself

@@ -4,9 +4,9 @@ fixtures."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
-import signal
 import threading
 import warnings
 from pathlib import Path
@@ -29,7 +29,8 @@ from fuzz.judge.batch import MAX_BATCH
 from fuzz.report.html import write_report
 from fuzz.report.run_folder import check_run_id, new_run_id
 from fuzz.report.summary import FINDING, HARNESS_ERROR, command_line, item_properties, started_at, summary_lines
-from fuzz.run.runner import defer_interrupts, executor_names, interrupt, interrupted, use_executors
+from fuzz.run.runner import executor_names, use_executors
+from fuzz.run.stops import at_safe_points, defer_interrupts, install_stop_handler, interrupted, stop_if_interrupted
 from fuzz.strategies import OP_KINDS
 from fuzz.versions.compat import incompatibility
 
@@ -63,7 +64,7 @@ def pytest_configure(config: pytest.Config) -> None:
         value = config.getoption(name)
         if value is not None and value <= 0:
             raise pytest.UsageError(f"--{name.replace('_', '-')} must be positive, got {value}")
-    for name, most in (("fuzz_shards", ""), ("fuzz_batch", MAX_BATCH)):
+    for name, most in (("fuzz_shards", ""), ("fuzz_batch", MAX_BATCH), ("fuzz_max_dim", "")):
         if not 1 <= (value := config.getoption(name)) <= (most or value):
             bounds = f"at least 1{most and f' and at most {most}'}"
             raise pytest.UsageError(f"--{name.replace('_', '-')} must be {bounds}, got {value}")
@@ -122,6 +123,7 @@ def pytest_configure(config: pytest.Config) -> None:
         known_issues="xfail" if config.getoption("known_issues") in (None, "exclude") else "check",
         confirm=config.getoption("fuzz_confirm") == "yes",
         batch=config.getoption("fuzz_batch"),
+        max_dim=config.getoption("fuzz_max_dim"),
         gpus=gpus,
     )
     if campaign_config.converter != "stock":
@@ -134,10 +136,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Pinned by `fuzz.campaign.plugin`: what this worker really sees.
     if "fuzz_gpu" in getattr(config, "workerinput", {}):
         campaign.stats.gpus[campaign.worker] = os.environ[VISIBLE_DEVICES]
-    # SIGTERM (a job scheduler's stop) ends the run like Ctrl-C: Hypothesis keeps what it saved
-    # and pytest still writes the summary, even when the signal lands inside thunder.
-    for stop in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(stop, interrupt)
+    install_stop_handler()
     if _worker_id(config) is None:
         config.pluginmanager.register(_ItemRecorder(campaign), "fuzz-item-recorder")
         if (every := config.getoption("fuzz_progress")) > 0:
@@ -281,6 +280,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    stop_if_interrupted()  # (a signal that came while an item ran, after its last safe point)
     campaign = item.config.stash[CAMPAIGN]
     campaign.start_item(sweeps(item), budget_weight(item, campaign.config.shards))
     if (shard := shard_of(item)) is None or not hasattr(item.obj, "hypothesis"):  # the op sweep: no Hypothesis
@@ -308,7 +308,8 @@ def pytest_runtest_call(item: pytest.Item):
     other complaint, that the smallest input overran, is suppressed in every profile.
     """
     try:
-        return (yield)
+        with at_safe_points() if "campaign" in getattr(item, "fixturenames", ()) else contextlib.nullcontext():
+            return (yield)
     except Unsatisfiable:
         campaign = item.config.stash[CAMPAIGN]
         if shard_of(item) is None or campaign.budget.may_generate() or campaign.budget.found_only_invalid_networks():
@@ -353,14 +354,15 @@ def campaign(request: pytest.FixtureRequest) -> Campaign:
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session):
     """Around everything that ends the session (the terminal reporter's summary included): from here on a signal
-    no longer raises (`fuzz.run.runner.defer_interrupts`), and the run exits as its written summary says (a signal came
+    no longer raises (`fuzz.run.stops.defer_interrupts`), and the run exits as its written summary says (a signal came
     before it was written: 2, "interrupted"; after: what the summary says)."""
     defer_interrupts()
     if progress := session.config.stash.get(PROGRESS, None):
         progress.set()
     campaign = session.config.stash.get(CAMPAIGN, None)
     stats = campaign.stats if campaign is not None else None
-    if stats is not None and (stats.examples or stats.discarded or stats.known_issue_checks or stats.gpus):
+    # Also a campaign item stopped before it counted anything: the controller writes a summary only from counters.
+    if stats is not None and (stats.items_started_at or stats.known_issue_checks or stats.gpus):
         campaign.write_worker_stats()
     try:
         return (yield)

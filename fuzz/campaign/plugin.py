@@ -16,6 +16,7 @@ import pytest
 from fuzz.campaign.choices import CONVERTER_CHOICES, DEVICE_CHOICES, KNOWN_ISSUE_MODES
 from fuzz.campaign.database import DEFAULT_LOCATION, ENVIRONMENT_VARIABLE
 from fuzz.campaign.gpus import DEFAULT_WORKERS_PER_GPU
+from fuzz.strategies import MAX_DIM
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -61,6 +62,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="auto",
         help="thunder's executors, comma-separated; auto: cudnn and nvfuser (where installed) in front of thunder's "
         "defaults on CUDA, thunder's defaults on CPU",
+    )
+    group.addoption(
+        "--fuzz-max-dim",
+        type=int,
+        default=MAX_DIM,
+        help=f"the general family's widest feature dim (default {MAX_DIM}); 1 or 2 concentrates draws where truths "
+        "cancel (width-1 features and normalizations, 1-wide outputs: docs/oracle.md)",
     )
     group.addoption(
         "--fuzz-batch",

@@ -24,7 +24,8 @@ from fuzz.judge.outcome import Outcome
 from fuzz.judge.thunder_runs import drop_inductor_code_caches
 from fuzz.model_builder import build_example
 from fuzz.run.batched import member_modules, run_thunderfx_batch
-from fuzz.run.runner import CompileReport, Deadline, HarnessError, interrupted, time_limit
+from fuzz.run.runner import CompileReport, Deadline, HarnessError, time_limit
+from fuzz.run.stops import interrupted
 
 # At most this many members: each is a recompile of the same module-call code, and past dynamo's recompile limit (8)
 # the later members would run eagerly.

@@ -9,7 +9,7 @@ import torch
 
 from fuzz.generate.reduce import without_randomness
 from fuzz.generate.spec import NetSpec
-from fuzz.judge.memory import memory_failure, saves_too_much
+from fuzz.judge.memory import memory_failure
 from fuzz.judge.oracle import (
     CheckpointSpecific,
     EagerInconsistent,
@@ -91,27 +91,14 @@ def _right_one_precision_up(example: Example, thunder: ThunderRuns, converter: s
     return right
 
 
-def _memory(
-    spec: NetSpec, example: Example, eager_bytes: int, report: CompileReport, thunder: ThunderRuns, converter: str
-) -> ParityFailure | None:
-    """The memory contract (`fuzz.judge.memory`) of a network whose results match: its `MemoryFailure`, triaged
-    checkpoint-specific (the contract compares each side with and without checkpoints), or None.
-
-    Only a network over `saves_too_much` pays for thunderfx's run of the network without checkpoints (a second
-    compile); eager's runs are a forward each."""
-    if not spec.checkpoint_regions:
+def _memory(spec: NetSpec, report: CompileReport) -> ParityFailure | None:
+    """The memory contract (`fuzz.judge.memory`) of a network whose results match: a `MemoryFailure` where a
+    checkpointed region thunder compiled is not recomputed in backward (read from its traces), else None."""
+    if not spec.checkpoint_regions or report.regions is None:
         return None
-    plain = _plain(spec, example)
-    eager_plain = eager_saved(plain)
-    if not saves_too_much(report.saved_bytes, eager_bytes, eager_plain.bytes, eager_plain.largest):
+    if (message := memory_failure(report.regions)) is None:
         return None
-    _, plain_report, plain_failure = thunder(plain, converter)
-    if plain_failure is not None:  # (the network without checkpoints fails: no measure to compare with)
-        return None
-    args = (report.saved_bytes, eager_bytes, plain_report.saved_bytes, eager_plain.bytes, eager_plain.largest)
-    if (message := memory_failure(*args)) is None:
-        return None
-    triage = CheckpointSpecific("the contract compares thunderfx's and eager's networks with and without checkpoints")
+    triage = CheckpointSpecific("thunder's traces show a checkpointed region that is not recomputed in backward")
     return with_triage(MemoryFailure(message), triage)
 
 
@@ -263,9 +250,9 @@ def _verdict(spec: NetSpec, converter: str, thunder: ThunderRuns) -> Outcome:
         failure = failure or judge(result, expected, reference, baseline, probe, up, precision)
         if verdict:
             thunder.found = None if failure is None else failure.failure_class
-        if failure is not None or report.saved_bytes is None:
+        if failure is not None:
             return result, report, failure
-        return result, report, _memory(spec, example, eager_bytes, report, thunder, name)
+        return result, report, _memory(spec, report)
 
     result, report, failure = run("fixed" if converter == "both" else converter)
     random_triage = f"judged against {baseline}"  # a random network's own failure: it ran against its baseline

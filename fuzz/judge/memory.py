@@ -1,42 +1,35 @@
-"""The memory contract of checkpointing: thunderfx's checkpointed network must not save for backward much more than
-eager's, where its checkpoints free less than eager's do (docs/oracle.md, "Memory contract").
+"""The memory contract of checkpointing, judged by mechanism: every checkpoint dynamo captured is a region thunder
+recomputes in backward, its intermediates not saved for backward, as read from thunder's own traces
+(`fuzz.run.regions`; docs/oracle.md, "Memory contract"). Bytes thunder saves beyond eager's for other reasons (a
+region's outputs, which thunder keeps by design; float32 copies of low-precision activations) are shown, not failed.
 
 Shared by the harness and every repro.py: this module's source is copied verbatim into each repro (after
-`fuzz.judge.parity`'s). It must import nothing.
+`fuzz.run.regions`'s). It must import nothing.
 """
 
-# A failure saves more than MEMORY_RATIO x what eager's checkpointed network saves, and more than the floor beyond it.
-# The floor is 64 KiB (the issue's figure for networks of real sizes) or, in the campaign's small networks, the
-# largest single tensor eager saves without checkpoints, whichever is smaller: thunder may keep a tensor or two that
-# eager does not (docs/oracle.md, "Memory contract", has the measurements).
-MEMORY_RATIO = 1.5
-MEMORY_FLOOR_BYTES = 64 * 1024
-# ... where eager's checkpoints free more than the floor (bytes saved without minus with checkpoints) and thunderfx's
-# free less than this share of that: a region that stopped being checkpointed frees nothing, while thunder saving
-# more than eager everywhere (float32 copies of float16 activations outside the regions) is not the checkpoints' doing.
-MEMORY_FREED_SHARE = 0.5
 
-
-def saves_too_much(thunder, eager, eager_plain, largest_activation):
-    """The tests that need no thunderfx run without checkpoints: thunderfx's checkpointed network (``thunder`` bytes
-    saved for backward) over the ratio and the floor beyond eager's (``eager``), where eager's checkpoints free more
-    than the floor (``eager_plain``: eager's bytes without checkpoints)."""
-    floor = min(MEMORY_FLOOR_BYTES, largest_activation)
-    return thunder > MEMORY_RATIO * eager and thunder - eager > floor and eager_plain - eager > floor
-
-
-def memory_failure(thunder, eager, thunder_plain, eager_plain, largest_activation):
-    """The memory failure in words (None: the contract holds), from the bytes thunderfx and eager save for backward
-    with checkpoints (``thunder``, ``eager``) and without (``thunder_plain``, ``eager_plain``)."""
-    if not saves_too_much(thunder, eager, eager_plain, largest_activation):
+def memory_failure(regions) -> str | None:
+    """The memory failure in words of a `fuzz.run.regions.RegionReport` (None: every region is checkpointed)."""
+    lines = []
+    if lost := regions.lost():
+        lines.append(
+            f"{lost} of the {regions.captured} checkpoints dynamo captured are no checkpoint in thunder's traces "
+            "(nor a fallback's): their intermediates are saved for backward, not recomputed"
+        )
+    for region in regions.not_recomputed():
+        saved = ", ".join(f"{name} ({nbytes} B)" for name, nbytes in region.saved_intermediates.items())
+        lines.append(
+            f"region {region.node} ({', '.join(region.ops)}): thunderfx's forward saves its intermediates {saved} for "
+            f"backward; recomputed in backward: {', '.join(region.recomputed) or 'nothing'}"
+        )
+    if not lines:
         return None
-    freed, eager_freed = thunder_plain - thunder, eager_plain - eager
-    if freed >= MEMORY_FREED_SHARE * eager_freed:
-        return None
-    return (
-        f"thunderfx's checkpoints free less than {MEMORY_FREED_SHARE:.0%} of what eager's free, and its checkpointed "
-        f"network saves more than {MEMORY_RATIO:g}x eager's for backward\n"
-        f"thunderfx's checkpointed network saves {thunder} B for backward where eager's saves {eager} B "
-        f"({thunder / eager if eager else float('inf'):.3g}x); its checkpoints free {freed} B where eager's free "
-        f"{eager_freed} B (without checkpoints thunderfx saves {thunder_plain} B, eager {eager_plain} B)"
+    return "\n".join(
+        ["a checkpointed region is not recomputed in backward under thunderfx", *lines, saved_by_reason(regions)]
     )
+
+
+def saved_by_reason(regions) -> str:
+    """What thunderfx's forward saves for backward, by reason, in words."""
+    reasons = ", ".join(f"{reason} {nbytes} B" for reason, nbytes in sorted(regions.saved.items())) or "nothing"
+    return f"thunderfx saves for backward: {reasons}"

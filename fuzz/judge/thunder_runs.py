@@ -15,7 +15,8 @@ from fuzz.fix import use_converter
 from fuzz.judge.oracle import ExampleTimeout, ParityFailure, ThunderCrash
 from fuzz.judge.outcome import VERDICT_CUT
 from fuzz.model_builder import Example
-from fuzz.run.runner import CompileReport, Deadline, HarnessError, TimeLimit, interrupted, run_thunderfx, time_limit
+from fuzz.run.runner import CompileReport, Deadline, HarnessError, TimeLimit, run_thunderfx, time_limit
+from fuzz.run.stops import interrupted
 
 ThunderRun = tuple[tuple | None, CompileReport | None, ParityFailure | None]
 

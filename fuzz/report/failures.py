@@ -22,6 +22,7 @@ from fuzz.report.repro import repro_source
 from fuzz.report.run_folder import FAILURE_RECORD, write_atomically
 from fuzz.report.stats import Confirmation
 from fuzz.report.upstream import upstream_source
+from fuzz.run.stops import stop_if_interrupted
 
 
 def spec_digest(spec: NetSpec) -> str:
@@ -132,6 +133,8 @@ def blames(spec: NetSpec) -> str | None:
     return ", ".join(named) or None
 
 
+_POLL_S = 0.2  # how often the wait for a confirming script looks for a stop
+
 # Failures whose repro.py a campaign runs to confirm them (exit 1): not a time-out's, which takes its whole time
 # limit to say "reproduced", nor a dead worker's, which crashes.
 UPSTREAM = "upstream.py"
@@ -148,13 +151,7 @@ def confirm(directory: Path, failure: ParityFailure, timeout_s: float) -> Confir
             None, f"not checked: a {failure.failure_class}'s repro runs out its time limit or crashes; run it by hand"
         )
     start = time.perf_counter()
-    try:
-        run = subprocess.run(
-            [sys.executable, "repro.py"], cwd=directory, capture_output=True, text=True, timeout=timeout_s
-        )
-        status, output = run.returncode, run.stdout + run.stderr
-    except subprocess.TimeoutExpired as expired:
-        status, output = None, "".join(_text(out) for out in (expired.stdout, expired.stderr))
+    status, output = _run_script(directory, "repro.py", timeout_s)
     seconds = round(time.perf_counter() - start, 2)
     confirmed = status == 1
     how = f"timed out after {timeout_s:g} s" if status is None else f"exit status {status}"
@@ -168,13 +165,7 @@ def confirm(directory: Path, failure: ParityFailure, timeout_s: float) -> Confir
 def _run_upstream(directory: Path, failure: ParityFailure, timeout_s: float) -> str:
     """Run the folder's upstream.py once (fresh interpreter) and write its issue.md with the exit status; returns
     what it did, in words. Its exit status is a repro's: 1 the failure shows there too."""
-    try:
-        run = subprocess.run(
-            [sys.executable, UPSTREAM], cwd=directory, capture_output=True, text=True, timeout=timeout_s
-        )
-        status: int | None = run.returncode
-    except subprocess.TimeoutExpired:
-        status = None
+    status, _ = _run_script(directory, UPSTREAM, timeout_s)
     exits = {} if status is None else {_thunder_version(): status}
     spec = NetSpec.from_json((directory / "spec.json").read_text())
     draft = Draft(
@@ -199,5 +190,23 @@ def _thunder_version() -> str:
     return thunder.__version__
 
 
-def _text(output: str | bytes | None) -> str:
-    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
+def _run_script(directory: Path, script: str, timeout_s: float) -> tuple[int | None, str]:
+    """``directory/script`` run in a fresh interpreter: its exit status (None: killed after ``timeout_s``) and output.
+    Waiting for it is a safe point of a stopped run (`fuzz.run.stops`) every `_POLL_S`: the script is killed there."""
+    end = time.monotonic() + timeout_s
+    pipe = subprocess.PIPE
+    with subprocess.Popen([sys.executable, script], cwd=directory, stdout=pipe, stderr=pipe, text=True) as process:
+        try:
+            while True:
+                try:
+                    output = "".join(process.communicate(timeout=_POLL_S))
+                    stop_if_interrupted()  # (a signal to the whole process group ended the script too)
+                    return process.returncode, output
+                except subprocess.TimeoutExpired:
+                    stop_if_interrupted()
+                    if time.monotonic() > end:
+                        process.kill()
+                        return None, "".join(process.communicate())
+        except KeyboardInterrupt:
+            process.kill()
+            raise

@@ -15,7 +15,7 @@ _EXPECTED = {
     "gradient-divergence": "thunderfx's gradients equal eager's within `torch.testing.assert_close` tolerances.",
     "state-divergence": "thunderfx updates the module's buffers as eager does.",
     "accuracy": "thunderfx's error against a float64 run is about eager's own.",
-    "memory": "thunderfx's checkpoints free about what eager's free: the region's activations are recomputed.",
+    "memory": "thunderfx recomputes each checkpointed region in backward: its intermediates are not saved for it.",
 }
 
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import fuzz.judge.memory
 import fuzz.judge.parity
 import fuzz.run.passes
+import fuzz.run.regions
 from fuzz.fix import describe, meta_preserving
 from fuzz.generate.spec import NetSpec
 from fuzz.judge.oracle import ParityFailure
@@ -72,9 +73,9 @@ def found_with(converter: str) -> str:
 
 
 def oracle_source() -> str:
-    """`fuzz.run.passes`, `fuzz.judge.parity` and `fuzz.judge.memory`, verbatim but for parity's import of passes:
-    the oracle a repro.py carries."""
+    """`fuzz.run.passes`, `fuzz.judge.parity`, `fuzz.run.regions` and `fuzz.judge.memory`, verbatim but for parity's
+    import of passes: the oracle a repro.py carries."""
     rules = re.sub(r"^from fuzz\.run\.passes import \([^)]*\)\n", "", inspect.getsource(fuzz.judge.parity), flags=re.M)
     assert "from fuzz" not in rules, "fuzz.judge.parity may import nothing of ours but fuzz.run.passes"
-    memory = inspect.getsource(fuzz.judge.memory)
+    memory = inspect.getsource(fuzz.run.regions) + "\n\n" + inspect.getsource(fuzz.judge.memory)
     return inspect.getsource(fuzz.run.passes) + "\n\n" + rules + "\n\n" + memory

@@ -27,19 +27,18 @@ import torch  # noqa: E402
 
 from fuzz.fix import meta_preserving  # noqa: E402
 from fuzz.generate.spec import NetSpec  # noqa: E402
-from fuzz.judge.memory import memory_failure, saves_too_much  # noqa: E402
+from fuzz.judge.memory import memory_failure, saved_by_reason  # noqa: E402
 from fuzz.judge.oracle import ExampleTimeout, ParityFailure  # noqa: E402
 from fuzz.judge.parity import compare, crash_signature, failure_class, right_one_precision_up  # noqa: E402
 from fuzz.model_builder import build_example  # noqa: E402
 from fuzz.run.passes import (  # noqa: E402
-    SavedForBackward,
     Training,
     float64_reference,
     forward_backward,
     fresh_input,
     nudged_runs,
-    saved_by,
 )
+from fuzz.run.regions import read_regions  # noqa: E402
 
 CONVERTER = "fixed"
 EXECUTORS: list[str] = []
@@ -119,14 +118,11 @@ def _verdict():
             expected = _limited(lambda: forward_backward(thunderfx(plain), plain, fresh_input(x), cotangent))
             reference, probe = None, None
         thunder_net, thunder_x = copy.deepcopy(net), fresh_input(x)
-        meter = SavedForBackward(thunder_net, thunder_x)
-        compiled = meter.measuring(thunderfx(thunder_net))
-        result = _limited(lambda: forward_backward(compiled, thunder_net, thunder_x, cotangent, training))
+        thunder_fn = thunderfx(thunder_net)
+        result = _limited(lambda: forward_backward(thunder_fn, thunder_net, thunder_x, cotangent, training))
     except Exception as error:
         traceback.print_exc()
         return "thunder-crash", crash_signature(type(error).__name__, str(error))
-    if meter.error is not None:  # the meter's own exception, raised inside thunderfx's forward: not thunder's
-        raise meter.error
     up = None
     if not RANDOM:
         eager_net = copy.deepcopy(net)
@@ -138,31 +134,15 @@ def _verdict():
     forward, gradients = compare(result, expected, reference, probe, getattr(torch, PRECISION))
     for line in forward + gradients:
         print(line)
-    return failure_class(forward, gradients, up) or _memory_verdict(meter.bytes), ""
+    return failure_class(forward, gradients, up) or _memory_verdict(thunder_fn), ""
 
 
-def _memory_verdict(thunder_bytes):
-    """ "memory" where thunderfx's checkpointed network, saving ``thunder_bytes`` for backward, breaks the memory
-    contract beside eager's (each run here a forward of a fresh copy), else "pass"."""
-    from thunder.dynamo import thunderfx
-
-    def saved(compile_, checkpointing):
-        net, x, _ = make_example(checkpointing)
-        meter = saved_by(compile_(net), net, x)
-        if meter.error is not None:
-            raise meter.error
-        return meter
-
-    eager, eager_plain = saved(lambda net: net, True), saved(lambda net: net, False)
-    if not saves_too_much(thunder_bytes, eager.bytes, eager_plain.bytes, eager_plain.largest):
-        return "pass"
-    try:  # (as the campaign: where thunderfx fails without checkpoints there is no measure to compare with)
-        thunder_plain = _limited(lambda: saved(thunderfx, False)).bytes
-    except Exception as error:
-        print(f"thunderfx fails without checkpoints ({type(error).__name__}): the memory contract is not judged")
-        return "pass"
-    message = memory_failure(thunder_bytes, eager.bytes, thunder_plain, eager_plain.bytes, eager_plain.largest)
-    print(message or f"thunderfx saves {thunder_bytes} B, eager {eager.bytes} B: the contract holds")
+def _memory_verdict(thunder_fn):
+    """ "memory" where a checkpointed region of thunderfx's run ``thunder_fn`` is not recomputed in backward (read from
+    thunder's traces), else "pass"."""
+    regions = read_regions(thunder_fn._backend)
+    message = memory_failure(regions)
+    print(message or f"every checkpointed region is recomputed in backward; {saved_by_reason(regions)}")
     return "memory" if message else "pass"
 
 

@@ -86,6 +86,9 @@ class CampaignStats:
     # region kind (`fuzz.generate.coverage.region_kind`) -> [thunderfx's, eager's bytes saved for backward] per valid
     # example with checkpoints that thunder ran (`fuzz.judge.memory`)
     saved_bytes: defaultdict[str, list] = field(default_factory=lambda: defaultdict(list))
+    # region kind -> bytes thunderfx's forwards saved for backward by reason (`fuzz.run.regions`), summed over the same
+    # examples, and "eager" what eager's checkpointed networks saved
+    saved_reasons: defaultdict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
     timeline: Counter = field(default_factory=Counter)  # epoch second (a multiple of 10) -> examples finished in it
     gpus: dict[str, str] = field(default_factory=dict)  # xdist worker -> the CUDA_VISIBLE_DEVICES it was pinned to
     # Seconds from the command's start to the first example's start (the earliest process's: imports, collection,
@@ -183,6 +186,8 @@ class CampaignStats:
                     self.checkpoint_grid[f"{name}\t{ckpt.api}\t{spec.dtype}"][0 if outcome.compiled else 1] += 1
         if outcome.saved_bytes is not None and (kind := region_kind(spec)):
             self.saved_bytes[kind].append(list(outcome.saved_bytes))
+            if (regions := outcome.compile_report.regions) is not None:
+                self.saved_reasons[kind].update({**regions.saved, "eager": outcome.saved_bytes[1]})
         # Both against the float64 reference (a random network has none; a crash has no error to count).
         if outcome.eager_error is not None and (outcome.failure is None or outcome.discrepancy):
             self.error_decades[f"{spec.dtype}\tthunder\t{_decade(outcome.discrepancy)}"] += 1
@@ -241,6 +246,9 @@ class CampaignStats:
             "checkpoint_grid": dict(sorted(self.checkpoint_grid.items())),
             "error_decades": dict(sorted(self.error_decades.items())),
             "saved_bytes": dict(sorted(self.saved_bytes.items())),
+            "saved_reasons": {
+                kind: dict(sorted(bytes_.items())) for kind, bytes_ in sorted(self.saved_reasons.items())
+            },
             "timeline": dict(sorted(self.timeline.items())),
             "gpus": dict(sorted(self.gpus.items())),
             "batched": self.batched,
@@ -294,6 +302,7 @@ class CampaignStats:
             items_started_at=data.get("items_started_at"),
             items_ended_at=data.get("items_ended_at"),
             saved_bytes=defaultdict(list, data.get("saved_bytes", {})),
+            saved_reasons=defaultdict(Counter, {k: Counter(v) for k, v in data.get("saved_reasons", {}).items()}),
             timeline=Counter(data.get("timeline", {})),
             gpus=dict(data.get("gpus", {})),
         )
@@ -331,6 +340,8 @@ class CampaignStats:
         self.error_decades += other.error_decades
         for kind, pairs in other.saved_bytes.items():
             self.saved_bytes[kind] += pairs
+        for kind, bytes_ in other.saved_reasons.items():
+            self.saved_reasons[kind].update(bytes_)
         self.timeline += other.timeline
         for op, seconds in other.op_first_compiled_s.items():
             self.op_first_compiled_s[op] = min(seconds, self.op_first_compiled_s.get(op, seconds))

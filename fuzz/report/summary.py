@@ -270,6 +270,10 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             f"saved for backward, thunderfx / eager with checkpoints ({kind}): median {ratio['median']:.3g}, "
             f"worst {ratio['worst']:.3g} over {ratio['examples']} examples"
         )
+        if reasons := dict(summary.get("saved_reasons", {}).get(kind, {})):
+            eager = reasons.pop("eager", 0)
+            why = ", ".join(f"{reason} {nbytes} B" for reason, nbytes in sorted(reasons.items()))
+            lines.append(f"  thunderfx saved, by reason: {why or 'nothing'} (eager: {eager} B in all)")
     if summary["timeout_reruns"]:
         lines.append(
             f"{summary['timeout_reruns']} thunderfx runs went over the time limit and were run once more "

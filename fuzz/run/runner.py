@@ -19,6 +19,8 @@ import torch
 
 from fuzz.model_builder import Example
 from fuzz.run.passes import SavedForBackward, Training, float64_reference, forward_backward, fresh_input, saved_by
+from fuzz.run.regions import RegionReport, read_regions
+from fuzz.run.stops import alarm_cut_by_a_stop, raising_is_lost, stop_if_interrupted
 
 _CHECKPOINT_OP = torch.ops.higher_order.tag_activation_checkpoint
 # linecache entries of the source thunder generates for traces and torch.fx for graph modules.
@@ -55,6 +57,8 @@ class CompileReport:
     split_reasons: list[str] = field(default_factory=list)
     # What the first forward saved for backward (`fuzz.run.passes.SavedForBackward`); None: not measured (a batch).
     saved_bytes: int | None = 0
+    # What thunder did with each checkpointed region, read from its traces; None: not read (a batch).
+    regions: RegionReport | None = None
 
     def compiled_everything(self, expected_checkpoints: int) -> bool:
         """Thunder compiled every graph and all ``expected_checkpoints`` checkpointed regions."""
@@ -89,7 +93,9 @@ def on_phase_change(listener: Callable[[str | None], None] | None) -> None:
 
 @contextlib.contextmanager
 def in_phase(name: str) -> Iterator[None]:
-    """Mark the block as phase ``name`` ("eager", "reference", "nudged", `THUNDER_PHASE`); the outer phase after."""
+    """Mark the block as phase ``name`` ("eager", "reference", "nudged", `THUNDER_PHASE`); the outer phase after.
+    Entering a phase is a safe point of a stopped run (`fuzz.run.stops`)."""
+    stop_if_interrupted()
     outer, _phase["now"] = _phase["now"], name
     if _phase["listener"] is not None:
         _phase["listener"](name)
@@ -165,7 +171,7 @@ def run_thunderfx(example: Example) -> tuple[tuple, CompileReport]:
             if meter.error is not None:
                 raise HarnessError.of(meter.error, "SavedForBackward") from meter.error
             report = ours(compile_report, compiled._backend)
-            report.saved_bytes = meter.bytes
+            report.saved_bytes, report.regions = meter.bytes, ours(read_regions, compiled._backend)
             return result, report
         finally:
             ours(forget_compilations)
@@ -289,35 +295,6 @@ def forget_compilations() -> None:
         del linecache.cache[name]
 
 
-_interrupted = threading.Event()
-_deferred = threading.Event()
-
-
-def interrupt(signum, frame) -> None:
-    """Signal handler (SIGINT, SIGTERM): the first signal ends the run like Ctrl-C; every signal marks the run
-    interrupted (see `interrupted`).
-
-    Only the first one raises: `timeout`, Slurm and Kubernetes signal the process and then its whole group, so the
-    controller gets SIGTERM twice, and a second KeyboardInterrupt landing in pytest's handling of the first escaped
-    it: pytest then wrote the summary with exit status 0 ("passed") and died in a traceback. Once `defer_interrupts`
-    ran (the summary is being written) no signal raises: the summary says the run was interrupted instead.
-    """
-    first = not _interrupted.is_set()
-    _interrupted.set()
-    if first and not _deferred.is_set():
-        raise KeyboardInterrupt(f"signal {signum}")
-
-
-def defer_interrupts() -> None:
-    """From now on a signal only marks the run interrupted: what is being written (the summary) is written whole."""
-    _deferred.set()
-
-
-def interrupted() -> bool:
-    """Whether `interrupt` ran: thunder's interpreter may have wrapped its KeyboardInterrupt in an error of its own."""
-    return _interrupted.is_set()
-
-
 class Deadline(BaseException):
     """Raised by `time_limit` when time is up.
 
@@ -360,15 +337,19 @@ def _inside_shared_initialisation(frame) -> bool:
 
 @contextlib.contextmanager
 def time_limit(seconds: float | None) -> Iterator[TimeLimit]:
-    """Raise `Deadline` in the block after ``seconds`` of wall clock (no limit when None or off the main thread).
+    """Raise `Deadline` in the block after ``seconds`` of wall clock (no limit when None or off the main thread); once a
+    signal stopped the run (`fuzz.run.stops`), raise KeyboardInterrupt instead, `fuzz.run.stops.STOP_GRACE_S` after
+    the signal at the latest (entering the block is a safe point too).
 
     The alarm waits while inductor compiles or a module is imported (see `_SHARED_INITIALISATION`),
+    or where its exception would be lost (`fuzz.run.stops.raising_is_lost`: a garbage collection),
     for at most another `hard_limit`. Its handler runs only between Python bytecodes; a hang
     inside native code (or with the signal blocked) cannot see it. So after `hard_limit` seconds
     without the handler running, faulthandler's watchdog thread, which needs no Python, dumps every
     thread's traceback and exits the process: under xdist the controller reports the in-flight
     network as a worker crash and starts a new worker.
     """
+    stop_if_interrupted()
     limit = TimeLimit(seconds)
     if not seconds or threading.current_thread() is not threading.main_thread():
         yield limit
@@ -379,11 +360,13 @@ def time_limit(seconds: float | None) -> Iterator[TimeLimit]:
     def expire(signum, frame):
         nonlocal expired_at
         expired_at = expired_at or time.monotonic()
-        if _inside_shared_initialisation(frame) and time.monotonic() - expired_at < hard_limit(seconds):
+        waits = _inside_shared_initialisation(frame) or raising_is_lost(frame)
+        if waits and time.monotonic() - expired_at < hard_limit(seconds):
             # Python is running, so no hang the watchdog is for: restart its count.
             faulthandler.dump_traceback_later(hard_limit(seconds), exit=True)
             signal.setitimer(signal.ITIMER_REAL, _RETRY_S)
             return
+        stop_if_interrupted()
         limit.expired = True
         raise Deadline(time_limit_message(seconds))
 
@@ -391,7 +374,8 @@ def time_limit(seconds: float | None) -> Iterator[TimeLimit]:
     signal.setitimer(signal.ITIMER_REAL, seconds)
     faulthandler.dump_traceback_later(hard_limit(seconds), exit=True)
     try:
-        yield limit
+        with alarm_cut_by_a_stop():
+            yield limit
     finally:
         faulthandler.cancel_dump_traceback_later()
         signal.setitimer(signal.ITIMER_REAL, 0)
