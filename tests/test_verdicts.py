@@ -23,7 +23,7 @@ from fuzz.registry.files import recorded_spec
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.report.failures import confirm, failure_id, write_failure
 from fuzz.run.passes import float64_reference, forward_backward, fresh_input, nudged_runs
-from fuzz.run.runner import HarnessError
+from fuzz.run.runner import HarnessError, run_eager, run_reference
 from tests.campaign_runs import fault_everywhere
 from tests.faults import injected
 
@@ -182,6 +182,36 @@ def test_a_cancellation_is_an_accuracy_gap_by_the_example_s_scale(thunder_input_
     assert isinstance(failure, AccuracyGap if gap else GradientDivergence), failure
     wrong_in_float32 = judge(thunder, expected, truth, probe=lambda: [], right_one_precision_up=lambda: False)
     assert isinstance(wrong_in_float32, GradientDivergence)
+
+
+# Found by the cancellation hunt: center of a width-1 matmul makes everything after it constant, and batch_center at the
+# end makes every output and gradient 0 in truth (1e-17); thunderfx's bfloat16 rounding left 2.4e-3 where eager's left
+# less, and with the example's scale 1e-17 no slack was left. Such a network is judged at its inputs' scale.
+ALL_ZERO_IN_TRUTH = NetSpec(
+    features=2,
+    batch=4,
+    dtype="bfloat16",
+    seed=65536,
+    layers=[
+        LayerSpec("matmul", {"out_features": 1}),
+        LayerSpec("center"),
+        LayerSpec("tanh"),
+        LayerSpec("relu"),
+        LayerSpec("mlp", {"activation": "selu", "hidden": 2, "out_features": 2}),
+        LayerSpec("gelu"),
+        LayerSpec("batch_center"),
+    ],
+    checkpoints=[CheckpointSpec(0, 1), CheckpointSpec(1, 2), CheckpointSpec(2, 4), CheckpointSpec(5, 6)],
+)
+
+
+def test_a_network_zero_in_truth_everywhere_is_judged_at_its_inputs_scale():
+    assert check_spec(ALL_ZERO_IN_TRUTH).failure is None
+    example = build_example(ALL_ZERO_IN_TRUTH)
+    eager, reference = run_eager(example), run_reference(example)
+    gradients = dict(eager[1])
+    gradients["layer4.2.bias"] = torch.full_like(gradients["layer4.2.bias"], 0.25)  # 32 ulps of the input's scale
+    assert isinstance(judge((eager[0], gradients), eager, reference, probe=lambda: []), GradientDivergence)
 
 
 @pytest.mark.parametrize("wrong", ["30% low", "largest element zeroed"])
