@@ -7,6 +7,7 @@ import gc
 import json
 import time
 import weakref
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,7 +18,7 @@ from fuzz.judge.harness import check_spec
 from fuzz.report.repro import repro_source
 from fuzz.report.stats import saved_ratios
 from fuzz.run.passes import SavedForBackward
-from fuzz.run.regions import INTERMEDIATE, OUTPUT, WIDER_COPY
+from fuzz.run.regions import INTERMEDIATE, OUTPUT, RECOMPUTED_TOO, WIDER_COPY
 from tests.campaign_runs import run_campaign, run_repro
 from tests.faults import injected
 
@@ -100,6 +101,17 @@ def test_a_region_output_copied_inside_its_region_is_an_output_not_an_intermedia
     outcome = check_spec(LAYER_NORMS_IN_THREE_REGIONS)
     assert outcome.failure is None, outcome.failure
     assert not outcome.compile_report.regions.not_recomputed()
+
+
+def test_intermediates_saved_and_recomputed_too_are_no_memory_failure():
+    # make test's derandomized campaign drew it (a false alarm of the first trace rule): F.batch_norm in training mode
+    # on running statistics made inside the region; thunder recomputes var_mean for the gradient, and replays the
+    # running-statistics update (an in-place copy) in backward from the forward's saved mean and variance.
+    spec = NetSpec.from_json((Path(__file__).parent / "specs" / "batch-norm-update-replayed.json").read_text())
+    outcome = check_spec(spec)
+    assert outcome.failure is None, outcome.failure
+    regions = outcome.compile_report.regions
+    assert regions.saved[RECOMPUTED_TOO] == 16 and "var_mean" in regions.regions[0].recomputed
 
 
 def test_a_region_thunder_no_longer_recomputes_is_a_memory_failure_naming_that_region_only():

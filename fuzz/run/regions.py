@@ -26,6 +26,9 @@ import torch
 CHECKPOINT_OP = torch.ops.higher_order.tag_activation_checkpoint
 # Why thunder's forward saves a tensor for backward (`RegionReport.saved`): only the first is a memory failure.
 INTERMEDIATE = "region intermediates"
+# Saved and recomputed too: a checkpointed batch_norm's running-stat update (an in-place copy) is replayed in backward
+# from the forward's saved mean and variance, while the gradient uses their recomputation (thunder 0.2.6).
+RECOMPUTED_TOO = "region intermediates recomputed too (an update's replay reads the saved copy)"
 OUTPUT = "region outputs (kept by design)"
 REGION_INPUT = "region inputs"
 WIDER_COPY = "wider copies of activations outside regions"
@@ -159,14 +162,18 @@ def _read_thunder(module, report: RegionReport) -> None:
     def is_output(name, region):
         return name in outputs or any(regions.get(_line(c)) is not region for c in consumers.get(name, []))
 
+    recomputed = _mark_recomputed(forward_ops, backward, returned, regions)
     for proxy in saved:
         name, nbytes, source = proxy.name, _nbytes(proxy), origin(proxy.name)
         region = region_of.get(source)
         if name in inputs:
             reason = NETWORK_INPUT
+        elif region is not None and is_output(source, region):
+            reason, region.saved_outputs[name] = OUTPUT, nbytes
         elif region is not None:
-            reason = OUTPUT if is_output(source, region) else INTERMEDIATE
-            (region.saved_outputs if reason == OUTPUT else region.saved_intermediates)[name] = nbytes
+            reason = RECOMPUTED_TOO if source in recomputed else INTERMEDIATE
+            if reason == INTERMEDIATE:
+                region.saved_intermediates[name] = nbytes
         elif any(regions.get(_line(c)) is not None for c in consumers.get(source, [])):
             reason = REGION_INPUT
         else:
@@ -174,7 +181,6 @@ def _read_thunder(module, report: RegionReport) -> None:
             widest = itemsizes.get(_line(made_by)) if made_by is not None else None
             reason = WIDER_COPY if widest is not None and _itemsize(proxy) > widest else OUTSIDE
         report.saved[reason] = report.saved.get(reason, 0) + nbytes
-    _mark_recomputed(forward_ops, backward, returned, regions)
 
 
 def _signature(bsym, rename):
@@ -187,8 +193,8 @@ def _signature(bsym, rename):
     return None if None in named else (bsym.sym.id, str(spec), tuple(named))
 
 
-def _mark_recomputed(forward_ops, backward, returned, regions) -> None:
-    """Add to each region the forward ops that ``backward`` computes again."""
+def _mark_recomputed(forward_ops, backward, returned, regions) -> set[str]:
+    """Add to each region the forward ops that ``backward`` computes again; the names of their results."""
     by_signature = {}
     for bsym in forward_ops:
         if (signature := _signature(bsym, lambda name: name)) is not None:
@@ -205,14 +211,16 @@ def _mark_recomputed(forward_ops, backward, returned, regions) -> None:
         backward_to_forward.update(
             (b, f) for b, f in zip(unpacked.get(collection, []), names, strict=True) if f is not None
         )
+    recomputed = set()
     for bsym in _ops(backward.bound_symbols):
         signature = _signature(bsym, backward_to_forward.get)
         match = by_signature.get(signature) if signature is not None else None
         if match is None:
             continue
-        backward_to_forward.update(
-            (b.name, f.name) for b, f in zip(bsym.flat_proxy_outs, match.flat_proxy_outs, strict=True)
-        )
+        pairs = [(b.name, f.name) for b, f in zip(bsym.flat_proxy_outs, match.flat_proxy_outs, strict=True)]
+        backward_to_forward.update(pairs)
+        recomputed.update(forward for _, forward in pairs)
         region = regions.get(_line(match))
         if region is not None and match.sym.name not in region.recomputed:
             region.recomputed.append(match.sym.name)
+    return recomputed
