@@ -274,6 +274,7 @@ class _StaleParameters(torch.nn.Module):
     def __init__(self, compiled):
         super().__init__()
         self.compiled, self.first = compiled, None
+        self._lc_cs = compiled._lc_cs  # still thunder's compiled function to `thunder.last_traces` (the memory rule)
 
     def forward(self, *args):
         if self.first is None:
