@@ -7,6 +7,7 @@ import gc
 import json
 import time
 import weakref
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,12 @@ from torch.utils.checkpoint import checkpoint
 
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.judge.harness import check_spec
+from fuzz.registry.issue import explained_by
+from fuzz.registry.known_issues import KNOWN_ISSUES
 from fuzz.report.repro import repro_source
 from fuzz.report.stats import saved_ratios
 from fuzz.run.passes import SavedForBackward
-from fuzz.run.regions import INTERMEDIATE, OUTPUT, RECOMPUTED_TOO, WIDER_COPY
+from fuzz.run.regions import INTERMEDIATE, OUTPUT, POLICY_SAVED, RECOMPUTED_TOO, WIDER_COPY
 from tests.campaign_runs import run_campaign, run_repro
 from tests.faults import injected
 
@@ -136,6 +139,44 @@ def test_a_region_no_longer_checkpointed_is_a_checkpoint_specific_memory_failure
     assert failure is not None and failure.failure_class == "memory", failure
     assert failure.triage == "checkpoint-specific"
     assert "1 of the 1 checkpoints dynamo captured are no checkpoint in thunder's traces" in str(failure), failure
+
+
+# linear -> tanh -> linear in a checkpoint whose selective policy saves the matmuls (MUST_SAVE): eager keeps both
+# matmul results; thunderfx never asks the policy (issue 46; known issue selective-checkpoint-policy-ignored).
+SELECTIVE = NetSpec(
+    features=32,
+    batch=16,
+    layers=[
+        LayerSpec("linear", {"out_features": 64, "bias": False}),
+        LayerSpec("tanh"),
+        LayerSpec("linear", {"out_features": 32, "bias": False}),
+        LayerSpec("relu"),
+    ],
+    checkpoints=[CheckpointSpec(0, 3, selective=True)],
+)
+
+
+def test_a_selective_policy_thunderfx_ignores_is_a_memory_failure_of_its_known_issue():
+    failure = check_spec(SELECTIVE).failure
+    assert failure is not None and failure.failure_class == "memory", failure
+    assert failure.triage == "checkpoint-specific"
+    assert "a selective checkpoint's policy is not honoured" in str(failure)
+    assert "(MUST_SAVE); thunderfx's backward recomputes linear" in str(failure), failure
+    issue = next(issue for issue in KNOWN_ISSUES if issue.id == "selective-checkpoint-policy-ignored")
+    assert issue.applies(SELECTIVE) and issue.reproduced_by(failure, SELECTIVE)
+    assert explained_by(SELECTIVE, [issue], "fixed", 60.0)  # without the policy: every region recomputed, no failure
+
+
+def test_matmuls_a_selective_policy_saves_are_not_taken_for_a_region_not_recomputed():
+    # Two selective regions, linear -> gelu -> linear, the second no longer recomputed (the fault): of its results
+    # saved for backward, the first linear's (gelu's backward reads it) is what the policy asks to save; gelu's
+    # (PREFER_RECOMPUTE) are intermediates of a region not recomputed.
+    layers = [SELECTIVE.layers[0], LayerSpec("gelu"), SELECTIVE.layers[2]] * 2
+    regions = [CheckpointSpec(0, 3, selective=True), CheckpointSpec(3, 6, selective=True)]
+    with injected(SOME_DROPPED):
+        regions = check_spec(replace(SELECTIVE, layers=layers, checkpoints=regions)).compile_report.regions
+    assert regions.saved.get(POLICY_SAVED) == 16 * 64 * 4, regions.saved
+    assert [bool(region.saved_intermediates) for region in regions.regions] == [False, True]  # gelu's, not linear's
 
 
 def test_the_summary_s_ratio_by_region_kind():

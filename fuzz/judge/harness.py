@@ -93,13 +93,13 @@ def _right_one_precision_up(example: Example, thunder: ThunderRuns, converter: s
 
 def _memory(spec: NetSpec, report: CompileReport) -> ParityFailure | None:
     """The memory contract (`fuzz.judge.memory`) of a network whose results match: a `MemoryFailure` where a
-    checkpointed region thunder compiled is not recomputed in backward (read from its traces), else None."""
+    checkpointed region thunder compiled is not recomputed in backward, or not as its selective policy asks (read from
+    its traces), else None."""
     if not spec.checkpoint_regions or report.regions is None:
         return None
     if (message := memory_failure(report.regions)) is None:
         return None
-    triage = CheckpointSpecific("thunder's traces show a checkpointed region that is not recomputed in backward")
-    return with_triage(MemoryFailure(message), triage)
+    return with_triage(MemoryFailure(message), CheckpointSpecific(f"thunder's traces show {message.splitlines()[0]}"))
 
 
 def _plain(spec: NetSpec, example: Example) -> Example:

@@ -9,7 +9,8 @@ Shared by the harness and every repro.py: this module's source is copied verbati
 
 
 def memory_failure(regions) -> str | None:
-    """The memory failure in words of a `fuzz.run.regions.RegionReport` (None: every region is checkpointed)."""
+    """The memory failure in words of a `fuzz.run.regions.RegionReport` (None: every region is checkpointed,
+    as its selective policy asks where it has one)."""
     lines = []
     if lost := regions.lost():
         lines.append(
@@ -22,11 +23,17 @@ def memory_failure(regions) -> str | None:
             f"region {region.node} ({', '.join(region.ops)}): thunderfx's forward saves its intermediates {saved} for "
             f"backward; recomputed in backward: {', '.join(region.recomputed) or 'nothing'}"
         )
+    for region in regions.policy_ignored():
+        lines.append(
+            f"region {region.node} ({', '.join(region.ops)}): its selective policy (context_fn) asks to save the "
+            f"matmuls (MUST_SAVE); thunderfx's backward recomputes {', '.join(region.recomputed)}"
+        )
     if not lines:
         return None
-    return "\n".join(
-        ["a checkpointed region is not recomputed in backward under thunderfx", *lines, saved_by_reason(regions)]
-    )
+    what = "a checkpointed region is not recomputed in backward under thunderfx"
+    if not regions.not_recomputed() and not regions.lost():
+        what = "a selective checkpoint's policy is not honoured under thunderfx"
+    return "\n".join([what, *lines, saved_by_reason(regions)])
 
 
 def saved_by_reason(regions) -> str:

@@ -165,6 +165,10 @@ SPEC_PREDICATES: dict[str, tuple[Callable[[NetSpec], bool], Callable[[NetSpec], 
         lambda spec: any(c.nested for c in spec.checkpoints),
         lambda spec: replace(spec, checkpoints=[replace(c, nested=False) for c in spec.checkpoints]),
     ),
+    "selective-checkpoint": (
+        lambda spec: any(c.selective for c in spec.checkpoints),
+        lambda spec: replace(spec, checkpoints=[replace(c, selective=False) for c in spec.checkpoints]),
+    ),
     "model-dropout-in-checkpoints": (
         lambda spec: spec.model is not None and spec.model.dropout > 0 and spec.model.checkpointing,
         lambda spec: replace(spec, model=replace(spec.model, dropout=0.0)),

@@ -26,6 +26,10 @@ import torch
 CHECKPOINT_OP = torch.ops.higher_order.tag_activation_checkpoint
 # Why thunder's forward saves a tensor for backward (`RegionReport.saved`): only the first is a memory failure.
 INTERMEDIATE = "region intermediates"
+# Kept as a selective checkpoint's policy asks (the harness's policy: MUST_SAVE the matmuls, fuzz/model_builder.py).
+POLICY_SAVED = "region intermediates the selective policy saves"
+# Thunder's names of the ops behind aten's mm, addmm and bmm, which the policy saves.
+MATMUL_OPS = frozenset({"linear", "matmul", "mm", "addmm", "bmm", "baddbmm"})
 # Saved and recomputed too: a checkpointed batch_norm's running-stat update (an in-place copy) is replayed in backward
 # from the forward's saved mean and variance, while the gradient uses their recomputation (thunder 0.2.6).
 RECOMPUTED_TOO = "region intermediates recomputed too (an update's replay reads the saved copy)"
@@ -64,6 +68,10 @@ class RegionReport:
         """The regions thunder compiled whose intermediates its forward saves for backward (an empty tensor, which
         thunder keeps for a slice of size 0, costs nothing)."""
         return [region for region in self.regions if any(region.saved_intermediates.values())]
+
+    def policy_ignored(self) -> list[Region]:
+        """The selective regions whose backward recomputes a matmul their policy asks to save (MUST_SAVE)."""
+        return [r for r in self.regions if r.policy and MATMUL_OPS.intersection(r.recomputed)]
 
     def lost(self) -> int:
         """How many captured checkpoints are neither a thunder region nor a fallback's."""
@@ -170,6 +178,8 @@ def _read_thunder(module, report: RegionReport) -> None:
             reason = NETWORK_INPUT
         elif region is not None and is_output(source, region):
             reason, region.saved_outputs[name] = OUTPUT, nbytes
+        elif region is not None and region.policy and producer[source].sym.name in MATMUL_OPS:
+            reason = POLICY_SAVED
         elif region is not None:
             reason = RECOMPUTED_TOO if source in recomputed else INTERMEDIATE
             if reason == INTERMEDIATE:

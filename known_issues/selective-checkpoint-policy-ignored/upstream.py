@@ -1,4 +1,4 @@
-"""thunderfx ignores a selective checkpoint's policy. Exit 1: it shows; 0: it does not; 2: anything else."""
+"""selective checkpoint policy ignored, reduced by hand. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import functools, os, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
