@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from fuzz.campaign.budget import ItemBudget
 from fuzz.campaign.config import CampaignConfig
-from fuzz.campaign.findings import Findings, note_resemblance
+from fuzz.campaign.findings import Findings
+from fuzz.campaign.known import KnownBugs
 from fuzz.generate.coverage import traits
 from fuzz.generate.decoder import decoder_specs
 from fuzz.generate.program_specs import program_specs
@@ -37,7 +38,7 @@ from fuzz.judge.harness import check_spec
 from fuzz.judge.oracle import ExampleTimeout, ParityFailure
 from fuzz.judge.outcome import VERDICT_CUT, Outcome
 from fuzz.judge.thunder_runs import VerdictCut
-from fuzz.registry.issue import KnownIssue, explained_by, installed_thunder
+from fuzz.registry.issue import KnownIssue, installed_thunder
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.report.failures import spec_digest
 from fuzz.report.op_family import fallback_report, op_family_summary
@@ -75,6 +76,7 @@ class Campaign(Findings):
         self.latest_problem: str | None = None  # why <root>/latest could not point at this run
         self.summary_exit_status: int | None = None  # the exit status the written summary's result agrees with
         on_phase_change(lambda phase: self.folder.mark_phase(self.worker, phase))
+        self.known_bugs = KnownBugs(config.converter, self.budget, self.stats, self._checked, self._in_flight)
 
     def start_item(self, sweep: bool = False, weight: float = 1.0) -> None:
         """A new test item (shard; ``sweep``: of the op sweep) starts: its share of the budget (``weight`` times a
@@ -97,7 +99,7 @@ class Campaign(Findings):
         for trait in traits(spec):
             event(trait)
         known = known_issues_for(spec)
-        if limit_s is None and self._skipped_as_known(known):
+        if limit_s is None and self.known_bugs.skipped(known):
             event(f"skipped, known issue: {', '.join(issue.id for issue in known)}")
             reject()
         outcome, reproduced = self._outcome(spec, known, limit_s)
@@ -146,15 +148,6 @@ class Campaign(Findings):
                 judged.add(spec.to_json())
         self.stats.sent_alone += len(batch) - len(judged)
         return [spec for spec in specs if spec.to_json() not in judged]
-
-    def _skipped_as_known(self, known: Sequence[KnownIssue]) -> bool:
-        """Whether a spec matching ``known`` issues is not run, counted as discarded: only where an issue's cost is the
-        problem (`KnownIssue.slow`: thunder takes minutes to fail). A spec a divergence or accuracy entry matches is
-        always run and judged: a new bug beside the known one must show."""
-        slow = [issue.id for issue in known if issue.slow]
-        self.stats.discarded += bool(slow)
-        self.stats.discarded_reasons.update(slow[:1])
-        return bool(slow)
 
     def _outcome(
         self, spec: NetSpec, known: Sequence[KnownIssue], limit_s: float | None = None
@@ -257,7 +250,7 @@ class Campaign(Findings):
         if self.budget.spent():
             return None
         known = known_issues_for(spec)
-        if self._skipped_as_known(known):
+        if self.known_bugs.skipped(known):
             return None
         outcome, reproduced = self._recorded(self._checked(spec, self.config.timeout_s), known)
         if reproduced or outcome.failure is None:  # passed, or a known issue reproduced
@@ -283,38 +276,13 @@ class Campaign(Findings):
         Expected failures are counted per issue, not as failures, and do not extend the budget. A known-issue check
         the end of the budget cuts short raises `VerdictCut` before anything is counted.
         """
-        expected = False
-        if known and outcome.valid:
-            matching = [issue for issue in known if issue.reproduced_by(outcome.failure, outcome.spec)]
-            expected = bool(matching) and self._explained(outcome.spec, matching, others=known)
-            if outcome.failure is not None and not expected:
-                self.stats.known_resembling_failures += note_resemblance(outcome.failure, outcome.spec, known)
-            self.stats.known_class_failures += bool(matching)
-            self.stats.known_explained_failures += expected
-            for issue in known:
-                self.stats.known_issues[issue.id][0 if expected else 1] += 1
+        expected = self.known_bugs.judge(outcome, known)
         self.stats.record(outcome, time.time() - self.started, expected=expected)
         if outcome.converter_ab is not None:
             self._record_converter_ab(outcome)
         if time.monotonic() - self._stats_written > _STATS_EVERY_S:  # for the progress line and a killed worker
             self.write_worker_stats()
         return expected
-
-    def _explained(
-        self,
-        spec: NetSpec,
-        issues: Sequence[KnownIssue],
-        limit_s: float | None = None,
-        others: Sequence[KnownIssue] = (),
-    ) -> bool:
-        """Whether known ``issues`` explain a failure of ``spec`` (`fuzz.registry.issue.explained_by`; ``others``: the
-        spec's other known issues, which that failure may hide), each stripped network run under ``limit_s``
-        (default: the item's limit for an example now, `ItemBudget.shrinking_timeout_s`), none past the end of the
-        budget, and recorded as in flight."""
-        limit = limit_s or self.budget.shrinking_timeout_s()
-        in_flight = lambda stripped: self._in_flight(stripped, limit)  # noqa: E731
-        converter, end = self.config.converter, self.budget.end
-        return explained_by(spec, issues, converter, limit, in_flight=in_flight, others=others, deadline=end)
 
     def _record_converter_ab(self, outcome: Outcome) -> None:
         """Append the example's A/B record to the run's ``converter_ab.jsonl``."""

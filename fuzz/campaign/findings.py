@@ -173,7 +173,7 @@ class Findings:
             applying = known_issues_for(candidate)
             known = [issue for issue in applying if issue.reproduced_by(outcome.failure, candidate)]
             try:
-                if not same or (known and self._explained(candidate, known, limit, others=applying)):
+                if not same or (known and self.known_bugs.explained(candidate, known, limit, others=applying)):
                     return False
             except VerdictCut:  # (its known-issue check cut short: no step)
                 return False

@@ -15,6 +15,7 @@ import sys
 from datetime import date
 
 from fuzz.registry.files import KNOWN_ISSUES_DIR, recorded_failure, recorded_spec
+from fuzz.registry.fixes import load_fix
 from fuzz.registry.issue import VERSIONS_FILE, KnownIssue, installed_thunder
 from fuzz.registry.known_issues import KNOWN_ISSUES
 from fuzz.registry.signatures import read_entry
@@ -80,6 +81,7 @@ def draft_of(issue: KnownIssue, source: str, exits: dict[str, int]) -> Draft:
         upstream.get("matches", []),
         upstream.get("related", []),
         f"registry entry `known_issues/{issue.id}`",
+        None if (fix := load_fix(issue.id)) is None else (fix.why, fix.diff()),
     )
 
 

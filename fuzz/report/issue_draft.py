@@ -33,6 +33,7 @@ class Draft:
     matches: list[str] = field(default_factory=list)
     related: list[str] = field(default_factory=list)
     origin: str = ""  # where the finding lives (a registry entry, a run's cluster)
+    fix: tuple[str, str] | None = None  # a candidate fix: why, and its unified diff against the installed thunder
 
 
 def issue_markdown(draft: Draft) -> str:
@@ -94,4 +95,19 @@ def issue_markdown(draft: Draft) -> str:
 
 Found by a property-based fuzz harness of activation-checkpointed networks under ThunderFX ({draft.origin}).
 {chr(10).join(references) if references else "No upstream issue or pull request found."}
+{_candidate_fix(draft.fix)}"""
+
+
+def _candidate_fix(fix: tuple[str, str] | None) -> str:
+    if fix is None:
+        return ""
+    why, diff = fix
+    return f"""
+### Candidate fix
+
+{why}
+
+```diff
+{diff.rstrip()}
+```
 """

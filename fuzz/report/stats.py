@@ -71,6 +71,9 @@ class CampaignStats:
     known_class_failures: int = 0  # failing examples that matched a known issue's signature inside its band
     known_resembling_failures: int = 0  # failing examples of a known issue's class outside its signature or band
     known_explained_failures: int = 0  # of those, the ones that went away without the issue's trigger
+    # Failing examples that pass on thunder with the known fixes applied, by the entries credited ("a + b": a chain)
+    known_by_fix: Counter = field(default_factory=Counter)
+    fix_rejudge_s: float = 0.0  # seconds spent judging failures again under the fixes
     # "<op> <form>" of op layers inside checkpoints -> [examples thunder compiled them in, fell back, failed]
     op_coverage: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
     op_split_reasons: defaultdict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
@@ -239,6 +242,8 @@ class CampaignStats:
             "known_class_failures": self.known_class_failures,
             "known_resembling_failures": self.known_resembling_failures,
             "known_explained_failures": self.known_explained_failures,
+            "known_by_fix": dict(self.known_by_fix),
+            "fix_rejudge_s": self.fix_rejudge_s,
             "op_coverage": dict(sorted(self.op_coverage.items())),
             "op_split_reasons": {key: dict(reasons) for key, reasons in sorted(self.op_split_reasons.items())},
             "op_first_compiled_s": self.op_first_compiled_s,
@@ -282,6 +287,8 @@ class CampaignStats:
             known_issue_checks=dict(data["known_issue_checks"]),
             discarded=data.get("discarded", 0),
             discarded_reasons=Counter(data.get("discarded_reasons", {})),
+            known_by_fix=Counter(data.get("known_by_fix", {})),
+            fix_rejudge_s=data.get("fix_rejudge_s", 0.0),
             known_class_failures=data.get("known_class_failures", 0),
             known_resembling_failures=data.get("known_resembling_failures", 0),
             known_explained_failures=data.get("known_explained_failures", 0),
@@ -323,6 +330,7 @@ class CampaignStats:
             "known_class_failures",
             "known_resembling_failures",
             "known_explained_failures",
+            "fix_rejudge_s",
             "batched",
             "sent_alone",
         ):
@@ -348,6 +356,7 @@ class CampaignStats:
         self.failing_examples += other.failing_examples
         self.invalid_reasons += other.invalid_reasons
         self.discarded_reasons += other.discarded_reasons
+        self.known_by_fix += other.known_by_fix
         self.coverage += other.coverage
         self.fell_back_coverage += other.fell_back_coverage
         self.failures += other.failures

@@ -288,6 +288,12 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         for issue, counts in summary["known_issues"].items()
     ]
     lines += [f"known issue {issue} re-tested: {verdict}" for issue, verdict in summary["known_issue_checks"].items()]
+    if by_fix := summary.get("known_by_fix"):
+        lines.append(
+            "failing examples that pass on thunder with the known fixes, by the fix credited: "
+            f"{', '.join(f'{entries} {n}' for entries, n in sorted(by_fix.items()))} "
+            f"({summary.get('fix_rejudge_s', 0):.0f} s judging failures again under the fixes)"
+        )
     if summary["known_class_failures"] or summary.get("known_resembling_failures"):
         lines.append(
             f"{summary['known_class_failures']} failing examples matched a known issue's signature inside its band; "

@@ -1,0 +1,129 @@
+"""The three checks a known issue's fix must pass, recorded in its ``fix.json`` (docs/known-issues.md, "Fixes"):
+
+1. the entry's upstream.py exits 0 with the fix and 1 without it; its registered spec and every recorded
+   reproduction fail without it; with it the registered spec passes and every reproduction either passes or fails
+   otherwise (not as the entry: a second bug the first hid, listed in ``another_bug_fixed``);
+2. it changes no verdict of examples that pass on unmodified thunder (a campaign under all fixes; `ckpt-fuzz run
+   --fuzz-fixes all` counts them: not here);
+3. thunder's own tests for what it touches (the fix's ``THUNDER_TESTS``) end the same with it as without it.
+
+``python -m fuzz.registry.fix_checks ID [ID ...]`` runs checks 1 and 3 and writes fix.json.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import thunder
+
+from fuzz.generate.spec import NetSpec
+from fuzz.judge.harness import check_spec
+from fuzz.registry.files import REPRODUCTIONS, recorded_spec
+from fuzz.registry.fixes import Fix, applied, fixes_for
+from fuzz.registry.issue import KNOWN_ISSUES_DIR, installed_thunder
+from fuzz.registry.known_issues import KNOWN_ISSUES
+from fuzz.report.failures import spec_digest
+from fuzz.report.run_folder import write_atomically
+
+FIX_RECORD = "fix.json"
+_THUNDER_ROOT = Path(thunder.__file__).resolve().parents[1]  # site-packages: where "thunder/tests/..." resolves
+_SUMMARY = re.compile(r"^=* ?(\d+ \w+(?:, \d+ \w+)*) in [\d.]+s", re.MULTILINE)
+_OUTCOMES = ("passed", "failed", "errors", "error", "skipped", "xfailed", "xpassed")  # not warnings: they vary
+
+
+def _outcomes(summary: str) -> str:
+    counts = (part.split() for part in summary.split(", "))
+    return ", ".join(f"{n} {word}" for n, word in counts if word in _OUTCOMES)
+
+
+def _run(args: list[str], timeout_s: float) -> subprocess.CompletedProcess:
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout_s, cwd=KNOWN_ISSUES_DIR.parent)
+
+
+def _under(fix: Fix | None, mode: str, args: list[str]) -> list[str]:
+    if fix is None:
+        return [sys.executable, *(["-m", "pytest"] if mode == "pytest" else []), *args]
+    return [sys.executable, "-m", "fuzz.registry.fixes", mode, fix.entry, *args]
+
+
+def upstream_exits(fix: Fix) -> dict[str, int]:
+    """upstream.py's exit status without the fix and with it (a fresh interpreter each)."""
+    script = str(KNOWN_ISSUES_DIR / fix.entry / "upstream.py")
+    return {name: _run(_under(f, "script", [script]), 600).returncode for name, f in (("stock", None), ("fixed", fix))}
+
+
+def reproductions(entry: str) -> list[NetSpec]:
+    """The entry's registered spec and its admitted reproductions."""
+    folder = KNOWN_ISSUES_DIR / entry / REPRODUCTIONS
+    return [recorded_spec(entry), *(NetSpec.from_json(p.read_text()) for p in sorted(folder.glob("*.json")))]
+
+
+def reproduction_verdicts(fix: Fix) -> dict[str, object]:
+    """How many of the entry's reproductions fail on the stock thunder, how many pass with the fix, and, for those
+    that still fail with it, the failure then (another bug the crash or divergence hid: the entry's own must be gone,
+    and its registered spec must pass)."""
+    issue = next(issue for issue in KNOWN_ISSUES if issue.id == fix.entry)
+    specs = reproductions(fix.entry)
+    stock = [check_spec(spec) for spec in specs]
+    with applied([fix]):
+        fixed = [check_spec(spec) for spec in specs]
+    others = {
+        spec_digest(o.spec): f"{o.failure.failure_class}: {str(o.failure).splitlines()[0][:160]}"
+        for o in fixed
+        if o.failure is not None and not issue.reproduced_by(o.failure, o.spec)
+    }
+    return {
+        "reproductions": len(specs),
+        "fail_stock": sum(o.valid and o.failure is not None for o in stock),
+        "pass_fixed": sum(o.valid and o.failure is None for o in fixed),
+        "another_bug_fixed": others,
+        "registered_passes_fixed": fixed[0].valid and fixed[0].failure is None,
+    }
+
+
+def thunder_tests(fix: Fix) -> dict[str, object]:
+    """Each of the fix's selections of thunder's tests, its pytest summary without and with the fix."""
+    results = {}
+    for selection in fix.thunder_tests:
+        path, *rest = shlex.split(selection)
+        args = [str(_THUNDER_ROOT / path), *rest, "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+        ends = {}
+        for name, f in (("stock", None), ("fixed", fix)):
+            ran = _run(_under(f, "pytest", args), 3000)
+            found = _SUMMARY.findall(ran.stdout)
+            ends[name] = _outcomes(found[-1]) if found else f"no summary (exit {ran.returncode})"
+        # (a selection that runs no test proves nothing: it does not pass)
+        results[selection] = {**ends, "same": ends["stock"] == ends["fixed"] and "passed" in ends["stock"]}
+    return results
+
+
+def check(entry: str) -> dict:
+    """Checks 1 and 3 of ``entry``'s fix, written to its fix.json; returns the record."""
+    (fix,) = fixes_for([entry])
+    record = {
+        "thunder": installed_thunder(),
+        "checked_on": datetime.date.today().isoformat(),
+        "diff_lines": sum(line[:1] in "+-" and line[:3] not in ("+++", "---") for line in fix.diff().splitlines()),
+        "upstream_py": upstream_exits(fix),
+        **reproduction_verdicts(fix),
+        "thunder_tests": thunder_tests(fix),
+    }
+    record["passes"] = (
+        record["upstream_py"] == {"stock": 1, "fixed": 0}
+        and record["registered_passes_fixed"]
+        and record["fail_stock"] == record["pass_fixed"] + len(record["another_bug_fixed"]) == record["reproductions"]
+        and all(result["same"] for result in record["thunder_tests"].values())
+    )
+    write_atomically(KNOWN_ISSUES_DIR / entry / FIX_RECORD, json.dumps(record, indent=2) + "\n")
+    return record
+
+
+if __name__ == "__main__":
+    for entry in sys.argv[1:]:
+        print(entry, json.dumps(check(entry)))

@@ -1,0 +1,53 @@
+"""Whether a failure is a known bug, judged by cause: run again on thunder with the known fixes applied
+(`fuzz.registry.fixes`). A failure that passes there is known, credited to the entry whose fix alone makes it pass
+(or to the fixes together: a chain); one that still fails is not any fixed entry's (docs/known-issues.md, "Fixes")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from fuzz.generate.spec import NetSpec
+from fuzz.judge.outcome import Outcome
+from fuzz.registry.fixes import Fix, StaleFixError, applied, load_fix
+from fuzz.registry.known_issues import KNOWN_ISSUES
+
+# Single fixes tried for the credit of a failure all fixes explain, the spec's matching entries first: beyond them the
+# credit is the chain of every fix (each try is one more thunderfx run).
+MAX_SINGLE_TRIES = 4
+
+
+def fixes_on(thunder: str) -> tuple[list[Fix], list[str]]:
+    """The fixes of the entries expected on thunder version ``thunder`` (their version records say they still
+    reproduce there) that fit its source; and a one-line notice for each that no longer fits."""
+    fixes, notices = [], []
+    for issue in KNOWN_ISSUES:
+        if issue.expected_on(thunder) and (fix := load_fix(issue.id)) is not None:
+            try:
+                fix.diff()  # every edit's span, found once in the installed file
+            except StaleFixError as error:
+                notices.append(f"fix of {issue.id} not applied (stale on thunder {thunder}): {error}")
+            else:
+                fixes.append(fix)
+    return fixes, notices
+
+
+def credited_fixes(
+    spec: NetSpec, fixes: Sequence[Fix], judge: Callable[[NetSpec], Outcome], matching: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """The entries whose fixes explain a failure of ``spec``: () when ``judge`` still fails it (or gives no verdict)
+    with every fix applied; else the first entry whose fix alone makes it pass (``matching`` entries tried first), or,
+    where none does within `MAX_SINGLE_TRIES`, every fix's entry."""
+
+    def passes(some: Sequence[Fix]) -> bool:
+        with applied(some):
+            outcome = judge(spec)
+        return outcome.valid and outcome.failure is None
+
+    if not fixes or not passes(fixes):
+        return ()
+    if len(fixes) == 1:
+        return (fixes[0].entry,)
+    for fix in sorted(fixes, key=lambda fix: fix.entry not in matching)[:MAX_SINGLE_TRIES]:
+        if passes([fix]):
+            return (fix.entry,)
+    return tuple(fix.entry for fix in fixes)

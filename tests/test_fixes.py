@@ -1,0 +1,89 @@
+"""Each known issue's candidate fix (fuzz.registry.fixes): it fits the installed thunder, it is undone on exit, its
+diff is the edit, and its recorded checks (fix.json, `python -m fuzz.registry.fix_checks ID`) passed on this thunder;
+in `make test-full`, its upstream.py shows the bug without it and not with it."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from thunder.dynamo import thunderfx
+
+from fuzz.judge.harness import check_spec
+from fuzz.registry.files import recorded_spec
+from fuzz.registry.fix_checks import FIX_RECORD
+from fuzz.registry.fixes import FIX_FILE, Edit, Fix, StaleFixError, applied, load_fix
+from fuzz.registry.issue import KNOWN_ISSUES_DIR, installed_thunder
+from fuzz.registry.known_issues import known_issues_for
+from fuzz.registry.novelty import credited_fixes, fixes_on
+
+FIXED = sorted(path.parent.name for path in KNOWN_ISSUES_DIR.glob(f"*/{FIX_FILE}"))
+
+
+def _pow_zero_grad() -> list[float]:
+    x = torch.tensor([0.0, 2.0], requires_grad=True)
+    thunderfx(lambda x: torch.pow(x, 0.0).sum())(x).backward()
+    return x.grad.tolist()
+
+
+def test_a_fix_changes_thunder_inside_its_context_only():
+    fix = load_fix("pow-zero-exponent-grad-nan")
+    assert _pow_zero_grad()[0] != _pow_zero_grad()[0]  # NaN: the bug
+    with applied([fix]):
+        assert _pow_zero_grad() == [0.0, 0.0]
+    assert _pow_zero_grad()[0] != _pow_zero_grad()[0]
+
+
+def test_a_fix_that_no_longer_fits_is_a_one_line_error_and_changes_nothing():
+    stale = Fix("stale", (Edit("thunder.core.transforms", "    dx = g_res * y * x ** (y - 3)\n", "    pass\n"),), "")
+    with pytest.raises(
+        StaleFixError, match=r"^thunder.core.transforms: the span the fix edits .* is not found"
+    ) as error:
+        with applied([load_fix("pow-zero-exponent-grad-nan"), stale]):
+            pass
+    assert "\n" not in str(error.value)
+    assert _pow_zero_grad()[0] != _pow_zero_grad()[0]
+
+
+@pytest.mark.parametrize("entry", FIXED)
+def test_each_fix_is_its_diff_and_passed_its_checks_on_this_thunder(entry):
+    fix = load_fix(entry)
+    assert fix.why and fix.thunder_tests, f"{entry}: a fix says why, and which of thunder's tests cover it"
+    diff = fix.diff()
+    assert diff.startswith("--- a/thunder/") or diff.startswith("--- a/torch/"), diff[:200]
+    record = json.loads((KNOWN_ISSUES_DIR / entry / FIX_RECORD).read_text())
+    assert record["thunder"] == installed_thunder(), "stale record: python -m fuzz.registry.fix_checks ID"
+    assert record["passes"], record
+    assert record["diff_lines"] == sum(
+        line[:1] in "+-" and line[:3] not in ("+++", "---") for line in diff.splitlines()
+    ), "the fix changed since its checks: python -m fuzz.registry.fix_checks ID"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("entry", FIXED)
+def test_each_fix_makes_its_upstream_py_pass(entry):
+    script = str(KNOWN_ISSUES_DIR / entry / "upstream.py")
+    run = lambda *fixes: subprocess.run(  # noqa: E731
+        [sys.executable, *(["-m", "fuzz.registry.fixes", "script", entry] if fixes else []), script],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    stock, fixed = run(), run(entry)
+    assert stock.returncode == 1, stock.stdout[-1000:] + stock.stderr[-1000:]
+    assert fixed.returncode == 0, fixed.stdout[-1000:] + fixed.stderr[-2000:]
+
+
+def test_a_failure_is_credited_to_the_fix_that_makes_it_pass_not_to_the_entry_it_looks_like():
+    fixes, notices = fixes_on(installed_thunder())
+    assert not notices and {fix.entry for fix in fixes} == set(FIXED)
+    judge = lambda spec: check_spec(spec)  # noqa: E731
+    # prelu of a 1-D input and a 0-dim weight: its own entry's trigger matches, yet its cause is the 0-dim operand's
+    # gradient that binary-op-zero-dim-tensor-crash's fix sums.
+    prelu = recorded_spec("prelu-zero-dim-weight-crash")
+    assert check_spec(prelu).failure is not None
+    matching = [issue.id for issue in known_issues_for(prelu)]  # tried first, as a campaign does
+    assert matching == ["prelu-zero-dim-weight-crash"]
+    assert credited_fixes(prelu, fixes, judge, matching) == ("binary-op-zero-dim-tensor-crash",)
+    unfixed = recorded_spec("layer-norm-bfloat16-grad-inaccurate")  # no fix touches it: still fails, credited to none
+    assert check_spec(unfixed).failure is not None
+    assert credited_fixes(unfixed, fixes, judge) == ()
