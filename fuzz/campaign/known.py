@@ -61,8 +61,8 @@ class KnownBugs:
         the end of the budget cuts short raises `VerdictCut`."""
         credited = self.credited(outcome, known)
         self.stats.known_by_fix.update([" + ".join(credited)] if credited else [])
-        for entry in credited:
-            self.stats.known_issues[entry][0] += 1
+        if len(credited) == 1:  # (a chain's entries are not each reproduced)
+            self.stats.known_issues[credited[0]][0] += 1
         if credited or not known or not outcome.valid:
             return bool(credited)
         by_appearance = [issue for issue in known if issue.id not in self.fixed_entries]

@@ -11,10 +11,6 @@ from fuzz.judge.outcome import Outcome
 from fuzz.registry.fixes import Fix, StaleFixError, applied, load_fix
 from fuzz.registry.known_issues import KNOWN_ISSUES
 
-# Single fixes tried for the credit of a failure all fixes explain, the spec's matching entries first: beyond them the
-# credit is the chain of every fix (each try is one more thunderfx run).
-MAX_SINGLE_TRIES = 4
-
 
 def fixes_on(thunder: str) -> tuple[list[Fix], list[str]]:
     """The fixes of the entries expected on thunder version ``thunder`` (their version records say they still
@@ -35,8 +31,9 @@ def credited_fixes(
     spec: NetSpec, fixes: Sequence[Fix], judge: Callable[[NetSpec], Outcome], matching: Sequence[str] = ()
 ) -> tuple[str, ...]:
     """The entries whose fixes explain a failure of ``spec``: () when ``judge`` still fails it (or gives no verdict)
-    with every fix applied; else the first entry whose fix alone makes it pass (``matching`` entries tried first), or,
-    where none does within `MAX_SINGLE_TRIES`, every fix's entry."""
+    with every fix applied; else the fix of a ``matching`` entry that alone makes it pass, or the smallest half (by
+    bisection: about 2 log2 of the fixes' count in thunderfx runs) down to one fix, or, where only fixes from both
+    halves together do, that set: a chain."""
 
     def passes(some: Sequence[Fix]) -> bool:
         with applied(some):
@@ -45,9 +42,13 @@ def credited_fixes(
 
     if not fixes or not passes(fixes):
         return ()
-    if len(fixes) == 1:
-        return (fixes[0].entry,)
-    for fix in sorted(fixes, key=lambda fix: fix.entry not in matching)[:MAX_SINGLE_TRIES]:
+    for fix in (fix for fix in fixes if fix.entry in matching and len(fixes) > 1):
         if passes([fix]):
             return (fix.entry,)
+    while len(fixes) > 1:
+        middle = len(fixes) // 2
+        half = next((half for half in (fixes[:middle], fixes[middle:]) if passes(half)), None)
+        if half is None:  # a chain: fixes from both halves are needed together
+            break
+        fixes = half
     return tuple(fix.entry for fix in fixes)
