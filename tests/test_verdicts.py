@@ -241,8 +241,10 @@ def test_a_new_low_precision_bug_in_an_op_with_a_known_gap_is_reported_as_new(tm
     campaign = Campaign(CampaignConfig(run_dir=tmp_path))
     with injected("softmax-low-precision-grad-x0.7"):
         outcome = check_spec(spec)
-    assert isinstance(outcome.failure, GradientDivergence), outcome.failure
-    assert campaign.record(outcome, known) is False
+        assert isinstance(outcome.failure, GradientDivergence), outcome.failure
+        # The entry has a fix (issue 47): the failure is judged again with it applied, the fault still in thunder,
+        # and fails there: new (a fault in the op a fix touches is not masked by the fix).
+        assert campaign.record(outcome, known) is False
     assert any(f"resembles known issue {SOFTMAX_ENTRY}, but is not it" in line for line in outcome.failure.resembles)
 
 

@@ -197,15 +197,17 @@ class Findings:
         return result
 
 
-def note_resemblance(failure: ParityFailure, spec: NetSpec, known: Sequence[KnownIssue]) -> bool:
+def note_resemblance(
+    failure: ParityFailure, spec: NetSpec, known: Sequence[KnownIssue], difference: str | None = None
+) -> bool:
     """Add to a new ``failure`` of ``spec`` which ``known`` issues of its class the spec matches, and how it differs
-    from each (outside the band, other tensors, another crash: a new bug in a known bug's op shows as new, never
-    hidden); returns whether there was any."""
+    from each (``difference``, or else its signature's: outside the band, other tensors, another crash: a new bug in a
+    known bug's op shows as new, never hidden); returns whether there was any."""
     differences = [
-        f"{RESEMBLES}{issue.id}, but is not it: {difference}"
+        f"{RESEMBLES}{issue.id}, but is not it: {why}"
         for issue in known
         if failure.failure_class in issue.failure_classes
-        and (difference := issue.difference(failure, spec)) is not None
+        and (why := difference or issue.difference(failure, spec)) is not None
     ]
     failure.resembles = tuple(dict.fromkeys([*failure.resembles, *differences]))  # (a remembered failure: once)
     return bool(differences)

@@ -19,6 +19,8 @@ from fuzz.registry.issue import KnownIssue, explained_by, installed_thunder
 from fuzz.registry.novelty import credited_fixes, fixes_on
 from fuzz.report.stats import CampaignStats
 
+FIXED_NOT = "it still fails with the entry's fix applied"
+
 
 class KnownBugs:
     """The known-bug judgement of one campaign process: ``check`` runs a spec under a limit (the campaign's way,
@@ -65,6 +67,9 @@ class KnownBugs:
             self.stats.known_issues[credited[0]][0] += 1
         if credited or not known or not outcome.valid:
             return bool(credited)
+        if outcome.failure is not None:  # a fixed entry's form it is not: it fails with that fix applied
+            fixed = [issue for issue in known if issue.id in self.fixed_entries]
+            self.stats.known_resembling_failures += note_resemblance(outcome.failure, outcome.spec, fixed, FIXED_NOT)
         by_appearance = [issue for issue in known if issue.id not in self.fixed_entries]
         matching = [issue for issue in by_appearance if issue.reproduced_by(outcome.failure, outcome.spec)]
         expected = bool(matching) and self.explained(outcome.spec, matching, others=by_appearance)
