@@ -109,7 +109,7 @@ def check(entry: str) -> dict:
     record = {
         "thunder": installed_thunder(),
         "checked_on": datetime.date.today().isoformat(),
-        "diff_lines": sum(line[:1] in "+-" and line[:3] not in ("+++", "---") for line in fix.diff().splitlines()),
+        "diff_lines": fix.changed_lines(),
         "upstream_py": upstream_exits(fix),
         **reproduction_verdicts(fix),
         "thunder_tests": thunder_tests(fix),

@@ -68,6 +68,10 @@ class Fix:
             )
         return "".join(parts)
 
+    def changed_lines(self) -> int:
+        """How many lines the diff removes or adds (fix.json records it: a fix changed since its checks shows)."""
+        return sum(line[:1] in "+-" and line[:3] not in ("+++", "---") for line in self.diff().splitlines())
+
 
 def _by_module(edits: Sequence[Edit]) -> dict[str, list[Edit]]:
     grouped: dict[str, list[Edit]] = {}
@@ -120,14 +124,14 @@ def _changed_statements(old: str, new: str) -> list[ast.stmt]:
     return [s for s in _flat(ast.parse(new).body) if ast.dump(s) not in before]
 
 
-def _flat(body: list[ast.stmt], owner: str | None = None) -> Iterator[ast.stmt]:
+def _flat(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     for statement in body:
         if isinstance(statement, ast.ClassDef):
             for inner in statement.body:
                 inner.owner = statement.name  # the class a method belongs to
                 yield inner
         else:
-            statement.owner = owner
+            statement.owner = None
             yield statement
 
 
