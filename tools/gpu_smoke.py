@@ -1,13 +1,16 @@
 """The first run on a CUDA machine, in one go (`make gpu-smoke`): everything it learns goes to one folder.
 
-    python tools/gpu_smoke.py [--out gpu-smoke] [--minutes 2] [--examples 20]
+    python tools/gpu_smoke.py [--out gpu-smoke] [--minutes 2] [--zoo-minutes M] [--workers-per-gpu 2] [--examples 20]
 
 1. the versions found (python, torch, CUDA, GPUs, thunder, transformers);
 2. thunder's test_checkpointing_thunderfx network on CUDA with each converter (fixed, stock): verdict, largest
    relative error of thunderfx and of eager against the float64 reference, seconds;
-3. a short general-family campaign and a short model-zoo campaign with ``--converter both`` (-n auto: workers
-   pinned to GPUs), each a run folder under OUT/campaigns;
-4. the tolerance calibration tool on CUDA (OUT/calibration.json, its table in OUT/calibration.log).
+3. the tolerance calibration tool on CUDA (OUT/calibration.json, its table in OUT/calibration.log);
+4. a short general-family campaign and a short model-zoo campaign with ``--converter both`` (-n auto: workers
+   pinned to GPUs), each a run folder under OUT/campaigns.
+
+OUT/results.json is rewritten after each step, so a smoke stopped by a lease's time limit keeps what it learned;
+the steps bounded by examples come before the campaigns, which are bounded by minutes.
 
 Installing what is missing is the Makefile's job (`make gpu-smoke` runs `pip install -e .` against the torch the
 machine has). Exit status: 0 when every step ran (whatever the verdicts), 1 when a step could not run, 2 without
@@ -74,7 +77,9 @@ def _step(name: str, command: list[str], out: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("gpu-smoke"), help="the folder of everything (gpu-smoke)")
-    parser.add_argument("--minutes", type=float, default=2.0, help="budget of each campaign (2)")
+    parser.add_argument("--minutes", type=float, default=2.0, help="budget of the general campaign (2)")
+    parser.add_argument("--zoo-minutes", type=float, help="budget of the model-zoo campaign (default: --minutes)")
+    parser.add_argument("--workers-per-gpu", type=int, default=2, help="campaign workers on each GPU (2)")
     parser.add_argument("--examples", type=int, default=20, help="calibration examples per dtype (20)")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="cpu: rehearse on CPU (cuda)")
     args = parser.parse_args(argv)
@@ -89,16 +94,21 @@ def main(argv: list[str] | None = None) -> int:
     (out / "results.json").write_text(json.dumps(results, indent=2))
     results["seed_network"] = _seed_network(args.device)
     (out / "results.json").write_text(json.dumps(results, indent=2))
-    campaign = [sys.executable, "-m", "fuzz.cli", "run", "--minutes", str(args.minutes), "-n", "auto"]
-    campaign += ["--device", args.device, "--converter", "both", "--artifacts", str(out / "campaigns")]
     calibrate = [sys.executable, "tools/calibrate_tolerances.py", "--examples", str(args.examples)]
     calibrate += ["--device", args.device, "--out", str(out / "calibration.json")]
-    results["steps"] = [
-        _step("general-campaign", [*campaign, "-k", "not decoder and not zoo and not sweep and not known_issue"], out),
-        _step("zoo-campaign", [*campaign, "-k", "zoo"], out),
-        _step("calibration", calibrate, out),
-    ]
-    (out / "results.json").write_text(json.dumps(results, indent=2))
+    campaign = [sys.executable, "-m", "fuzz.cli", "run", "-n", "auto", "--device", args.device]
+    campaign += ["--converter", "both", "--artifacts", str(out / "campaigns")]
+    campaign += [f"--fuzz-workers-per-gpu={args.workers_per_gpu}"]
+    general = ["--minutes", str(args.minutes), "-k", "not decoder and not zoo and not sweep and not known_issue"]
+    zoo = ["--minutes", str(args.minutes if args.zoo_minutes is None else args.zoo_minutes), "-k", "zoo"]
+    results["steps"] = []
+    for name, command in (
+        ("calibration", calibrate),
+        ("general-campaign", [*campaign, *general]),
+        ("zoo-campaign", [*campaign, *zoo]),
+    ):
+        results["steps"].append(_step(name, command, out))
+        (out / "results.json").write_text(json.dumps(results, indent=2))
     for row in results["seed_network"]:
         error = f"thunder error {row['thunder_relative_error']} (eager {row['eager_relative_error']})"
         print(f"seed network, converter {row['converter']}: {row['verdict']}, {error}, {row['seconds']} s")
