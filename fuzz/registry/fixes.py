@@ -62,7 +62,7 @@ class Fix:
         for module, edits in _by_module(self.edits).items():
             path, old = _source(module)
             new = _edited(old, edits, module)
-            name = _wheel_path(path)
+            name = _wheel_path(path, module)
             parts += difflib.unified_diff(
                 old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{name}", f"b/{name}", n=3
             )
@@ -85,10 +85,11 @@ def _source(module: str) -> tuple[Path, str]:
     return path, path.read_text()
 
 
-def _wheel_path(path: Path) -> str:
-    parts = path.parts
-    root = max(i for i, part in enumerate(parts) if part in ("site-packages", "dist-packages")) + 1
-    return "/".join(parts[root:])
+def _wheel_path(path: Path, module: str) -> str:
+    """``path`` from the folder that holds ``module``'s top-level package: what the wheel names it, wherever it was
+    installed (site-packages, or a ``pip install --target`` folder on PYTHONPATH: thunder_versions, a GPU lease)."""
+    package_root = path.parents[module.count(".") + (path.name == "__init__.py")]
+    return path.relative_to(package_root).as_posix()
 
 
 def _edited(text: str, edits: Sequence[Edit], module: str) -> str:
