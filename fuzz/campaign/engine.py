@@ -107,7 +107,7 @@ class Campaign(Findings):
         if not outcome.valid:
             event(f"invalid: {outcome.invalid_reason}")
             reject()
-        event("thunder compiled every checkpointed region" if outcome.compiled else "thunder fell back")
+        event("thunder compiled the whole network" if outcome.compiled else "thunder fell back")
         for index, layer in enumerate(spec.layers):  # the op family's coverage cells, as statistics
             if "op" in layer.params and spec.checkpointed(index):
                 where = "a compiled checkpoint" if outcome.compiled else "a checkpoint thunder fell back on"

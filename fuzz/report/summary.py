@@ -251,8 +251,9 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"[profile {summary['profile']}, device {summary['device']}]",
         *_startup_lines(summary),
         f"found with {summary['found_with']}",
-        f"thunder compiled every checkpointed region in {summary['compiled_by_thunder']}/{summary['valid']} "
-        f"valid examples (share {summary['compiled_share']}); {summary['fell_back']} fell back",
+        f"thunder compiled the whole network (every graph and checkpointed region) in {summary['compiled_by_thunder']}"
+        f"/{summary['valid']} valid examples (share {summary['compiled_share']}); {summary['fell_back']} sent a part "
+        "to the fallback",
         f"invalid examples by reason: {summary['invalid_reasons'] or 'none'}; "
         f"{len(summary['coverage'])} features exercised (counts under 'coverage' in summary.json)",
     ]
