@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 from thunder.dynamo import thunderfx
+from torch.utils.checkpoint import checkpoint
 
+from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.judge.harness import check_spec
 from fuzz.registry.files import recorded_spec
-from fuzz.registry.fix_checks import FIX_RECORD
+from fuzz.registry.fix_checks import FIX_RECORD, PASSING_KEY, PassingCheck
 from fuzz.registry.fixes import FIX_FILE, Edit, Fix, StaleFixError, applied, load_fix
 from fuzz.registry.issue import KNOWN_ISSUES_DIR, installed_thunder
 from fuzz.registry.known_issues import known_issues_for
@@ -61,6 +63,25 @@ def test_each_fix_is_its_diff_and_passed_its_checks_on_this_thunder(entry):
     assert record["diff_lines"] == fix.changed_lines(), (
         "the fix changed since its checks: python -m fuzz.registry.fix_checks ID"
     )
+    passing = record.get(PASSING_KEY, {})
+    assert passing.get("thunder") == installed_thunder() and entry in passing["with"], (
+        "check 2 not run on this thunder: python -m fuzz.registry.fix_checks --passing 500 ID"
+    )
+    assert passing["passing"] >= 500 and passing["changed"] == {}, {k: passing[k] for k in ("passing", "changed")}
+
+
+def test_check_2_catches_a_fix_that_changes_the_verdict_of_a_passing_example():
+    linear = LayerSpec("linear", {"out_features": 3, "bias": True})  # a wrong input gradient of linear shows
+    network = NetSpec(3, [linear, LayerSpec("tanh"), linear], [CheckpointSpec(0, 2)], batch=2)
+    matmul = "    grad_a = ltorch.matmul(g.reshape(-1, g.shape[-1]), w).reshape(a.shape)\n"
+    scaled = Fix("linear-grad-scaled", (Edit("thunder.core.transforms", matmul, matmul.replace("= ", "= 1.5 * ")),), "")
+    check = PassingCheck([scaled], wanted=1)
+    assert check.visit(network) and check.passing == 1
+    (changed,) = check.changed.values()
+    assert changed["verdict_with_fixes"].startswith("gradient-divergence"), changed["verdict_with_fixes"]
+    fixes, _ = fixes_on(installed_thunder())
+    check = PassingCheck(fixes, wanted=1)
+    assert check.visit(network) and check.changed == {}
 
 
 def test_a_fix_diff_names_thunder_files_as_the_wheel_does_wherever_thunder_is_installed(tmp_path):
@@ -105,3 +126,20 @@ def test_a_failure_is_credited_to_the_fix_that_makes_it_pass_not_to_the_entry_it
     unfixed = recorded_spec("layer-norm-bfloat16-grad-inaccurate")  # no fix touches it: still fails, credited to none
     assert check_spec(unfixed).failure is not None
     assert credited_fixes(unfixed, fixes, judge) == ()
+
+
+def test_x_plus_its_mean_in_a_checkpoint_is_binary_op_zero_dim_tensor_crash_by_its_fix():
+    """Issue 47's verdict on the `x + x.mean()` crash of a 1-D float32 input ("expand ... the number of sizes
+    provided (1) must be greater or equal ..."): the 0-dim operand's gradient that binary-op-zero-dim-tensor-crash's
+    fix sums; no entry of its own."""
+
+    def grad() -> torch.Tensor:
+        x = torch.linspace(-1.0, 1.0, 5, requires_grad=True)
+        body = lambda t: t + t.mean()  # noqa: E731
+        thunderfx(lambda x: checkpoint(body, x, use_reentrant=False))(x).backward(torch.ones(5))
+        return x.grad
+
+    with pytest.raises(RuntimeError, match=r"expand\(.*the number of sizes provided \(1\) must be greater or equal"):
+        grad()
+    with applied([load_fix("binary-op-zero-dim-tensor-crash")]):
+        assert torch.allclose(grad(), torch.full((5,), 2.0))  # each x_i: 1 from itself, 5 x 1/5 through the mean

@@ -3,25 +3,35 @@
 1. the entry's upstream.py exits 0 with the fix and 1 without it; its registered spec and every recorded
    reproduction fail without it; with it the registered spec passes and every reproduction either passes or fails
    otherwise (not as the entry: a second bug the first hid, listed in ``another_bug_fixed``);
-2. it changes no verdict of examples that pass on unmodified thunder (a campaign under all fixes; `ckpt-fuzz run
-   --fuzz-fixes all` counts them: not here);
+2. it changes no verdict of examples that pass on unmodified thunder: drawn general networks and programs, judged
+   with the named fixes applied together (`PassingCheck`), recorded under ``passing_examples`` in each one's fix.json;
 3. thunder's own tests for what it touches (the fix's ``THUNDER_TESTS``) end the same with it as without it.
 
-``python -m fuzz.registry.fix_checks ID [ID ...]`` runs checks 1 and 3 and writes fix.json.
+``python -m fuzz.registry.fix_checks ID [ID ...]`` runs checks 1 and 3 and writes fix.json;
+``python -m fuzz.registry.fix_checks --passing N [--seed S] ID [ID ...]`` runs check 2 (only) until N drawn examples
+passed.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import json
 import re
 import shlex
 import subprocess
 import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import thunder
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as with_seed
+from hypothesis import strategies as st
 
+from fuzz.generate.program_specs import program_specs
 from fuzz.generate.spec import NetSpec
 from fuzz.judge.harness import check_spec
 from fuzz.registry.files import REPRODUCTIONS, recorded_spec
@@ -30,8 +40,10 @@ from fuzz.registry.issue import KNOWN_ISSUES_DIR, installed_thunder
 from fuzz.registry.known_issues import KNOWN_ISSUES
 from fuzz.report.failures import spec_digest
 from fuzz.report.run_folder import write_atomically
+from fuzz.strategies import net_specs
 
 FIX_RECORD = "fix.json"
+PASSING_KEY = "passing_examples"  # check 2's part of fix.json, kept when checks 1 and 3 run again
 _THUNDER_ROOT = Path(thunder.__file__).resolve().parents[1]  # site-packages: where "thunder/tests/..." resolves
 _SUMMARY = re.compile(r"^=* ?(\d+ \w+(?:, \d+ \w+)*) in [\d.]+s", re.MULTILINE)
 _OUTCOMES = ("passed", "failed", "errors", "error", "skipped", "xfailed", "xpassed")  # not warnings: they vary
@@ -114,16 +126,96 @@ def check(entry: str) -> dict:
         **reproduction_verdicts(fix),
         "thunder_tests": thunder_tests(fix),
     }
+    path = KNOWN_ISSUES_DIR / entry / FIX_RECORD
+    if path.exists() and PASSING_KEY in (previous := json.loads(path.read_text())):
+        record[PASSING_KEY] = previous[PASSING_KEY]
     record["passes"] = (
         record["upstream_py"] == {"stock": 1, "fixed": 0}
         and record["registered_passes_fixed"]
         and record["fail_stock"] == record["pass_fixed"] + len(record["another_bug_fixed"]) == record["reproductions"]
         and all(result["same"] for result in record["thunder_tests"].values())
     )
-    write_atomically(KNOWN_ISSUES_DIR / entry / FIX_RECORD, json.dumps(record, indent=2) + "\n")
+    write_atomically(path, json.dumps(record, indent=2) + "\n")
     return record
 
 
-if __name__ == "__main__":
-    for entry in sys.argv[1:]:
+def _verdict(outcome) -> str:
+    if not outcome.valid:
+        return f"invalid: {outcome.invalid_reason}"
+    return "pass" if outcome.failure is None else f"{outcome.failure.failure_class}: {str(outcome.failure)[:160]}"
+
+
+@dataclass
+class PassingCheck:
+    """Check 2: each visited example that is valid and passes on the installed thunder, judged again with ``fixes``
+    applied; ``changed``: those whose verdict the fixes change (by spec digest: the spec and its verdict then)."""
+
+    fixes: Sequence[Fix]
+    wanted: int
+    drawn: int = 0
+    passing: int = 0
+    changed: dict[str, dict] = field(default_factory=dict)
+
+    def visit(self, spec: NetSpec) -> bool:
+        """Judge ``spec`` (twice where it passes); whether ``wanted`` passing examples have now been judged."""
+        self.drawn += 1
+        if _verdict(check_spec(spec)) == "pass":
+            self.passing += 1
+            with applied(self.fixes):
+                fixed = _verdict(check_spec(spec))
+            if fixed != "pass":
+                self.changed[spec_digest(spec)] = {"verdict_with_fixes": fixed, "spec": spec.to_dict()}
+        return self.passing >= self.wanted
+
+
+def passing_check(entries: Sequence[str], wanted: int, seed: int) -> dict:
+    """Check 2 for the fixes of ``entries`` applied together, over general networks and programs drawn from ``seed``
+    on CPU, until ``wanted`` of them passed on the installed thunder; written into each entry's fix.json."""
+    check, start = PassingCheck(fixes_for(entries), wanted), time.monotonic()
+    done = False
+
+    def visit(spec: NetSpec) -> None:
+        nonlocal done
+        done = done or check.visit(spec)
+
+    drawn = st.one_of(net_specs(device="cpu"), program_specs(device="cpu"))
+    run = settings(
+        max_examples=wanted * 10, database=None, deadline=None, phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )(given(drawn)(visit))  # fmt: skip
+    with_seed(seed)(run)()
+    result = {
+        "thunder": installed_thunder(),
+        "checked_on": datetime.date.today().isoformat(),
+        "with": sorted(entries),
+        "diff_lines": sum(fix.changed_lines() for fix in check.fixes),
+        "seed": seed,
+        "drawn": check.drawn,
+        "passing": check.passing,
+        "changed": check.changed,
+        "seconds": round(time.monotonic() - start),
+    }
+    for entry in entries:
+        path = KNOWN_ISSUES_DIR / entry / FIX_RECORD
+        record = json.loads(path.read_text()) if path.exists() else {}
+        write_atomically(path, json.dumps({**record, PASSING_KEY: result}, indent=2) + "\n")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="The checks of known issues' fixes, into their fix.json")
+    parser.add_argument("entries", nargs="+", help="the entries whose fixes to check")
+    parser.add_argument("--passing", type=int, help="check 2 only: until N drawn examples passed on stock thunder")
+    parser.add_argument("--seed", type=int, default=0, help="check 2's generation seed (%(default)s)")
+    args = parser.parse_args(argv)
+    if args.passing is not None:
+        result = passing_check(args.entries, args.passing, args.seed)
+        print(f"check 2: {result['passing']} passing of {result['drawn']} drawn; {len(result['changed'])} changed")
+        return 1 if result["changed"] else 0
+    for entry in args.entries:
         print(entry, json.dumps(check(entry)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
