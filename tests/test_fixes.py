@@ -16,7 +16,7 @@ from torch.utils.checkpoint import checkpoint
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.judge.harness import check_spec
 from fuzz.registry.files import recorded_spec
-from fuzz.registry.fix_checks import FIX_RECORD, PASSING_KEY, PassingCheck
+from fuzz.registry.fix_checks import FIX_RECORD, PASSING_KEY, PassingCheck, _no_worse
 from fuzz.registry.fixes import FIX_FILE, Edit, Fix, StaleFixError, applied, load_fix
 from fuzz.registry.issue import KNOWN_ISSUES_DIR, installed_thunder
 from fuzz.registry.known_issues import known_issues_for
@@ -143,3 +143,31 @@ def test_x_plus_its_mean_in_a_checkpoint_is_binary_op_zero_dim_tensor_crash_by_i
         grad()
     with applied([load_fix("binary-op-zero-dim-tensor-crash")]):
         assert torch.allclose(grad(), torch.full((5,), 2.0))  # each x_i: 1 from itself, 5 x 1/5 through the mean
+
+
+def test_two_fixes_of_one_function_both_apply_and_a_class_a_fix_adds_is_gone_after():
+    import thunder
+    import thunder.dynamo.utils
+
+    def tanh_grad() -> float:
+        x = torch.tensor([0.5], requires_grad=True)
+        thunder.jit(torch.tanh)(x).backward(torch.ones(1))
+        return x.grad.item()
+
+    rule = "    a_grad = g * (1 - fwd * fwd)\n"
+    put = "    put_grad(a, a_grad)\n\n    return fwd\n\n\nregister_grad(pids.TANH, _tanh_prim_grad)\n"
+    doubled = Fix("doubled", (Edit("thunder.core.transforms", rule, rule.replace("g *", "2 * g *")),), "")
+    tripled = Fix("tripled", (Edit("thunder.core.transforms", put, put.replace("a_grad)", "3 * a_grad)")),), "")
+    stock = tanh_grad()
+    with applied([doubled, tripled]):
+        assert tanh_grad() == pytest.approx(6 * stock)
+    assert tanh_grad() == stock
+    with applied([load_fix("head-size-1-attention-autocast-stride-crash")]):  # adds class LazyInductorModule
+        assert isinstance(thunder.dynamo.utils.LazyInductorModule, type)
+    assert not hasattr(thunder.dynamo.utils, "LazyInductorModule")
+
+
+def test_thunders_tests_may_end_with_expected_failures_passing_never_with_fewer_passing():
+    assert _no_worse("6 passed, 2 xpassed", "6 passed, 2 xpassed") and _no_worse("1 xfailed", "1 xpassed")
+    assert not _no_worse("3 passed", "2 passed, 1 failed") and not _no_worse("2 passed", "1 passed, 1 xpassed")
+    assert not _no_worse("1 passed, 1 xfailed", "1 xpassed, 1 skipped")

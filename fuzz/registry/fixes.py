@@ -16,6 +16,7 @@ import ast
 import contextlib
 import copy
 import difflib
+import functools
 import importlib
 import importlib.util
 import sys
@@ -120,14 +121,17 @@ def load_fix(entry: str) -> Fix | None:
 
 
 def _changed_statements(old: str, new: str) -> list[ast.stmt]:
-    """The top-level statements of ``new`` (and, inside a class, the class's statements) not in ``old`` as such."""
-    before = {ast.dump(s) for s in _flat(ast.parse(old).body)}
-    return [s for s in _flat(ast.parse(new).body) if ast.dump(s) not in before]
+    """The top-level statements of ``new`` (and, inside a class ``old`` has, the class's statements) not in ``old``
+    as such; a class ``old`` lacks is one new statement."""
+    old_body = ast.parse(old).body
+    classes = {s.name for s in old_body if isinstance(s, ast.ClassDef)}
+    before = {ast.dump(s) for s in _flat(old_body, classes)}
+    return [s for s in _flat(ast.parse(new).body, classes) if ast.dump(s) not in before]
 
 
-def _flat(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+def _flat(body: list[ast.stmt], classes: set[str]) -> Iterator[ast.stmt]:
     for statement in body:
-        if isinstance(statement, ast.ClassDef):
+        if isinstance(statement, ast.ClassDef) and statement.name in classes:
             for inner in statement.body:
                 inner.owner = statement.name  # the class a method belongs to
                 yield inner
@@ -179,16 +183,21 @@ def _restore(module: ModuleType, namespace: dict, tables: list[tuple[dict, dict]
             current[name] = value
 
 
+@functools.lru_cache(maxsize=256)
+def _plan(module_name: str, edits: tuple[Edit, ...]) -> tuple[ModuleType, Path, list[ast.stmt]]:
+    """The statements ``edits`` change in the module (cached: a campaign applies the same fixes for each failure)."""
+    path, old = _source(module_name)
+    new = _edited(old, edits, module_name)
+    return importlib.import_module(module_name), path, _changed_statements(old, new)
+
+
 @contextlib.contextmanager
 def applied(fixes: Sequence[Fix]) -> Iterator[None]:
     """The process with ``fixes`` applied, undone on exit (also on error). Raises `StaleFixError` before changing
     anything when an edit does not fit."""
-    plans = []
-    for fix in fixes:
-        for module_name, edits in _by_module(fix.edits).items():
-            path, old = _source(module_name)
-            new = _edited(old, edits, module_name)
-            plans.append((importlib.import_module(module_name), path, _changed_statements(old, new)))
+    # One plan per module, of every fix's edits together: two fixes of one function make one new body.
+    edits = [edit for fix in fixes for edit in fix.edits]
+    plans = [_plan(module_name, tuple(module_edits)) for module_name, module_edits in _by_module(edits).items()]
     touched = {module for module, _, _ in plans} | {sys.modules[n] for n in _REGISTRY_MODULES if n in sys.modules}
     snapshots = [_snapshot(module) for module in touched]
     swapped: list[tuple[FunctionType, CodeType]] = []

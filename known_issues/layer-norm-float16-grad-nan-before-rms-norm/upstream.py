@@ -1,4 +1,4 @@
-"""layer norm float16 grad nan before rms norm. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""layer norm float16 grad nan before rms norm, reduced by hand. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import copy, os, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
@@ -30,11 +30,11 @@ def run(model, fn):
     x_ = x.detach().requires_grad_(x.requires_grad)
     (out := fn(x_)).backward(cotangent)
     return [out, x_.grad, *(p.grad for p in model.parameters())]
-eager = copy.deepcopy(net)
-expected = run(eager, eager)
+x64 = x.detach().double().requires_grad_(True)  # float64, not eager: eager's float16 output is off here (-0.012, not 0)
+copy.deepcopy(net).double()(x64).backward(cotangent.double())
 actual = run(net, thunderfx(net))
 try:
-    torch.testing.assert_close(actual, expected, rtol=0.001, atol=0.001)  # the harness's tolerances
+    torch.testing.assert_close(actual[1], x64.grad.to(actual[1].dtype), rtol=0.001, atol=0.001)  # the input's gradient
 except AssertionError as error:  # recorded on thunder 0.2.6: grad of input: 9/10 non-finite elements
     sys.exit(print(error) or 1)
 print("thunderfx matches: not reproduced")
