@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,20 @@ def test_thunders_tests_may_end_with_expected_failures_passing_never_with_fewer_
     assert _no_worse("6 passed, 2 xpassed", "6 passed, 2 xpassed") and _no_worse("1 xfailed", "1 xpassed")
     assert not _no_worse("3 passed", "2 passed, 1 failed") and not _no_worse("2 passed", "1 passed, 1 xpassed")
     assert not _no_worse("1 passed, 1 xfailed", "1 xpassed, 1 skipped")
+
+
+def test_a_failure_only_two_fixes_explain_together_is_credited_to_those_two_not_to_every_fix():
+    pow_zero, pool = recorded_spec("pow-zero-exponent-grad-nan"), recorded_spec("max-pool1d-padding-nan")
+    both = replace(pow_zero, layers=[*pow_zero.layers, *pool.layers])  # a NaN gradient from each op
+    entries = (
+        "max-pool1d-padding-nan",
+        "mish-bfloat16-grad-inaccurate",
+        "pow-zero-exponent-grad-nan",
+        "softmax-bfloat16-grad-inaccurate",
+    )
+    fixes = [load_fix(entry) for entry in entries]  # neither half of them passes: a chain, then made minimal
+    for alone in ("pow-zero-exponent-grad-nan", "max-pool1d-padding-nan"):
+        with applied([load_fix(alone)]):
+            assert check_spec(both).failure is not None, alone
+    credited = credited_fixes(both, fixes, check_spec)
+    assert credited == ("max-pool1d-padding-nan", "pow-zero-exponent-grad-nan"), credited

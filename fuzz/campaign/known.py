@@ -14,6 +14,7 @@ from fuzz.campaign.budget import ItemBudget
 from fuzz.campaign.findings import note_resemblance
 from fuzz.generate.spec import NetSpec
 from fuzz.judge.outcome import Outcome
+from fuzz.judge.thunder_runs import VerdictCut
 from fuzz.registry.fixes import Fix
 from fuzz.registry.issue import KnownIssue, explained_by, installed_thunder
 from fuzz.registry.novelty import credited_fixes, fixes_on
@@ -87,10 +88,17 @@ class KnownBugs:
         if not outcome.valid or outcome.failure is None or not self.fixes:
             return ()
         started, limit = time.monotonic(), self.budget.shrinking_timeout_s()
-        judge = lambda spec: self.check(spec, limit, rerun=False)  # noqa: E731
-        credited = credited_fixes(outcome.spec, self.fixes, judge, [issue.id for issue in known])
-        self.stats.fix_rejudge_s += time.monotonic() - started
-        return credited
+
+        def judge(spec: NetSpec) -> Outcome:
+            judged = self.check(spec, limit, rerun=False)
+            if judged.cut_short:  # the end of the budget, not a fix, stopped it: no verdict (as explained_by)
+                raise VerdictCut
+            return judged
+
+        try:
+            return credited_fixes(outcome.spec, self.fixes, judge, [issue.id for issue in known])
+        finally:
+            self.stats.fix_rejudge_s += time.monotonic() - started
 
     def explained(
         self,

@@ -33,7 +33,7 @@ def credited_fixes(
     """The entries whose fixes explain a failure of ``spec``: () when ``judge`` still fails it (or gives no verdict)
     with every fix applied; else the fix of a ``matching`` entry that alone makes it pass, or the smallest half (by
     bisection: about 2 log2 of the fixes' count in thunderfx runs) down to one fix, or, where only fixes from both
-    halves together do, that set: a chain."""
+    halves together do, a chain: that set less each fix it passes without (one more run per fix in it)."""
 
     def passes(some: Sequence[Fix]) -> bool:
         with applied(some):
@@ -51,4 +51,7 @@ def credited_fixes(
         if half is None:  # a chain: fixes from both halves are needed together
             break
         fixes = half
+    for fix in list(fixes) if len(fixes) > 1 else []:  # a chain, made minimal: each fix it can do without goes
+        if passes(rest := [other for other in fixes if other is not fix]):
+            fixes = rest
     return tuple(fix.entry for fix in fixes)
