@@ -7,7 +7,7 @@ from fuzz.generate.kind import Incoming
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.op_catalog import catalog
 from fuzz.generate.ops import plumbing_params
-from fuzz.generate.reduce import PLUMBING
+from fuzz.generate.reduce import PLUMBING, STAND_IN
 from fuzz.generate.spec import DTYPES, CheckpointSpec, LayerSpec, NetSpec, validate
 from fuzz.model_builder import build_example, network_source
 from fuzz.run.passes import forward_backward, fresh_input
@@ -17,8 +17,9 @@ from fuzz.strategies import OP_KINDS
 def _params(kind_name: str) -> dict:
     if kind_name in OP_KINDS:  # the op family's params come from its catalog (tests/test_op_family.py: all of them)
         return next(call for call in catalog().calls if call.kind == kind_name and call.variant > 0).params
-    if kind_name == PLUMBING:  # the plumbing of an op layer of two tensor arguments
-        return plumbing_params(next(call for call in catalog().calls if call.op == "sub").params)
+    if kind_name in (PLUMBING, STAND_IN):  # the plumbing (or a stand-in) of an op layer of two tensor arguments
+        args = plumbing_params(next(call for call in catalog().calls if call.op == "sub").params)
+        return args if kind_name == PLUMBING else {**args, "function": "cos"}
     # Widths differ from the input width (5) so a wrong out_features shows up as a shape error.
     values = {"dim": 3, "divisor": 5, "offset": 2, "flag": True}
     return {

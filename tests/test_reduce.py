@@ -1,11 +1,14 @@
 """The spec-level reduction that follows Hypothesis's shrinking."""
 
 import time
+from dataclasses import replace
 
 from fuzz.generate.ops import tensor_literals
-from fuzz.generate.reduce import reduce_spec, with_plumbing, without_randomness
+from fuzz.generate.reduce import STAND_IN, in_no_op, reduce_spec, with_plumbing, without_randomness
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
+from fuzz.judge.oracle import MemoryFailure
 from fuzz.model_builder import build_example, network_source
+from fuzz.report.clusters import cluster_of
 from fuzz.report.failures import blames
 
 
@@ -123,8 +126,51 @@ def test_the_blame_is_checked_past_the_reductions_budget():
     spec = NetSpec(features=3, layers=[LayerSpec("relu"), _op("abs", _T3)], checkpoints=[CheckpointSpec(0, 2)])
     checked: list[NetSpec] = []
     reduced = reduce_spec(spec, lambda s: checked.append(s) or _computes_tanh_in_a_checkpoint(s), max_checks=0)
-    # The op's twin only: out of budget, nothing else is tried.
+    # The op's twin only (which fails: the op is gone): out of budget, nothing else is tried.
     assert checked == [with_plumbing(spec)] and reduced == with_plumbing(spec)
+    spec = replace(spec, layers=[LayerSpec("relu"), _op("abs", _T2)])
+    checked.clear()
+    reduced = reduce_spec(spec, lambda s: checked.append(s) or _saves_an_intermediate_in_a_checkpoint(s), max_checks=0)
+    # The op's twin (which passes), then its stand-in (which fails: no op is to blame), but not the relu's.
+    assert checked == [with_plumbing(spec), replace(spec, layers=[spec.layers[0], _stand_in_of_abs_t2()])]
+    assert reduced == checked[-1]
+
+
+def _stand_in_of_abs_t2() -> LayerSpec:
+    return LayerSpec(STAND_IN, {"args": [_T2], "function": "sin"})
+
+
+def _saves_an_intermediate_in_a_checkpoint(spec: NetSpec) -> bool:
+    """A fault in no op (thunderfx no longer recomputes a region): any region of two layers that compute something
+    fails, whatever they compute (an op's identity twin computes nothing but its plumbing)."""
+    computing = [i for i, layer in enumerate(spec.layers) if layer.kind != "op_plumbing"]
+    return any(spec.checkpointed(i) and spec.checkpointed(i + 1) and i + 1 in computing for i in computing)
+
+
+def _memory_failure() -> MemoryFailure:
+    return MemoryFailure("a region's intermediates saved for backward")
+
+
+def test_a_failure_that_stays_with_any_op_in_the_place_of_each_is_blamed_on_no_op():
+    spec = NetSpec(
+        features=3, layers=[LayerSpec("relu"), _op("abs", _T3), LayerSpec("tanh")], checkpoints=[CheckpointSpec(0, 3)]
+    )
+    reduced = reduce_spec(spec, _saves_an_intermediate_in_a_checkpoint)
+    # Each op and kind is tried with identity (the op fails no more: it stays) and then with a stand-in (it still
+    # fails: nothing in it is to blame), whichever of them the network was found with.
+    assert [layer.kind for layer in reduced.layers] == [STAND_IN, STAND_IN] and in_no_op(reduced)
+    assert blames(reduced).startswith("no op") and "in no op" in cluster_of(reduced, _memory_failure())["cluster_label"]
+    found_with_others = replace(spec, layers=[LayerSpec("sigmoid"), LayerSpec("sin"), LayerSpec("abs")])
+    twin = reduce_spec(found_with_others, _saves_an_intermediate_in_a_checkpoint)
+    assert cluster_of(twin, _memory_failure())["cluster"] == cluster_of(reduced, _memory_failure())["cluster"]
+
+
+def test_an_op_whose_stand_in_passes_is_blamed():
+    spec = NetSpec(features=3, layers=[LayerSpec("relu"), _op("sin", _T3)], checkpoints=[CheckpointSpec(0, 2)])
+    needs_sin = lambda s: any("sin" in (layer.kind, layer.params.get("op")) for layer in s.layers)  # noqa: E731
+    reduced = reduce_spec(spec, needs_sin)
+    # The op is sin: its stand-in is cos (never itself), which passes.
+    assert [layer.params.get("op") for layer in reduced.layers] == ["sin"] and blames(reduced) == "op sin"
 
 
 def test_a_random_networks_failure_goes_first_to_its_network_without_random_layers():
@@ -148,8 +194,9 @@ def test_each_layer_alone_is_tried_once_where_one_deletion_at_a_time_gets_stuck(
 
     reduced = reduce_spec(spec, fails_whole_or_alone)
     assert reduced == NetSpec(features=1, layers=[LayerSpec("tanh")], checkpoints=[CheckpointSpec(0, 1)])
-    # The relus alone (one network), the tanh alone, then the tanh without its checkpoint: no jump on the second pass.
-    assert len(checked) == 3
+    # The relus alone (one network), the tanh alone, then the tanh without its checkpoint, then the tanh's stand-in:
+    # no jump on the second pass.
+    assert len(checked) == 4 and checked[-1].layers == [LayerSpec("stand_in", {"args": [], "function": "sin"})]
 
 
 def _runs_matmul_in_eager(spec: NetSpec) -> bool:

@@ -154,5 +154,10 @@ LAYER_KINDS: dict[str, LayerKind] = {
                   helpers=ops.HELPERS, layout="any", drawn=False),
         # Nodes of programs only (never drawn for a stack): copies, views, two-value arithmetic, in-place updates.
         *FLOW_KINDS,
+        # Never drawn: a layer with its op (or its kind) replaced by another op of the same shape and arity
+        # (`fuzz.generate.ops.stand_in_source`), what reduction tries before it blames that op or kind.
+        LayerKind("stand_in", lambda p, d: ops.stand_in_source(p), (Param("args", "literal"),
+                  Param("function", "choice", ops.STAND_INS)), functional=True, helpers=ops.HELPERS, layout="any",
+                  drawn=False),
     )
 }  # fmt: skip

@@ -9,8 +9,10 @@ into the input's shape. `adapt` and `fold` are copied verbatim into every networ
 
 That plumbing runs inside the op's checkpoint, under thunder, but it is not the op: an op layer's plumbing twin
 (`plumbing_params`, the ``op_plumbing`` kind) is the same layer with the op's call replaced by identity, its tensor
-arguments adapted and folded back exactly as before. A failure is blamed on an op only where its twin passes
-(`fuzz.generate.reduce`).
+arguments adapted and folded back exactly as before. A failure is blamed on an op only where its twin passes, and
+where its stand-in passes too (`stand_in_source`, the ``stand_in`` kind: another op of the same shape and arity in
+its place, `fuzz.generate.reduce`): a failure that stays with the op replaced by identity is its plumbing's, and one
+that stays with any op in its place is no op's (a checkpoint that stopped recomputing, a converter-wide fault).
 """
 
 from __future__ import annotations
@@ -119,6 +121,20 @@ def plumbing_source(params: Mapping[str, Any]) -> str:
     (or spread) as the op received them, folded back into ``x``'s shape (``x`` itself when the op took none)."""
     tensors = [render(t) for t in params["args"]]
     return f"fold(({', '.join(tensors)},), x)" if tensors else "fold(x, x)"
+
+
+# The stand-ins' functions, the first one a layer is not: elementwise, smooth, saving their input for backward (as
+# most ops save something: an identity saves nothing, so a memory failure would leave with it).
+STAND_INS = ("sin", "cos")
+
+
+def stand_in_source(params: Mapping[str, Any]) -> str:
+    """The expression of ``x`` a stand-in layer computes: its function of each tensor argument the op it replaces
+    received (adapted as the op received them), folded back into ``x``'s shape; of ``x`` where it replaces a layer
+    kind (or an op that took no tensor)."""
+    function = f"torch.{params['function']}"
+    tensors = [f"{function}({render(t)})" for t in params["args"]]
+    return f"fold(({', '.join(tensors)},), x)" if tensors else f"{function}(x)"
 
 
 def module_source(params: Mapping[str, Any]) -> str:

@@ -9,10 +9,15 @@ parameter-free kind, and going back to the plain float input, float32, the small
 op's smallest tensor arguments, keeping a candidate when it is valid and still fails in the same class, until
 nothing more goes.
 
-The blame: every pass tries the plumbing twins first, past the check and time budget, so an op layer in a
-reduced spec is one whose twin passed in that very network: the op, not its plumbing, is what fails. The first pass
-then tries each layer alone; every pass tries an op layer's sample call (its varied argument put back,
-`fuzz.generate.axes`) before any deletion, so a failure keeps a varied argument only where the sample passes.
+The blame: every pass tries the plumbing twins first and the stand-ins last (each layer's op, or its kind, replaced
+by another op of the same shape and arity, `fuzz.generate.ops.stand_in_source`), both past the check and time
+budget, so an op layer in a reduced spec is one whose twin and stand-in both passed in that very network: the op,
+not its plumbing nor its place in the network, is what fails. A failure that stays with a stand-in for every layer
+lives in no op (a region no longer recomputed, a converter-wide fault): its network is stand-ins only
+(`in_no_op`), and every such failure of one class is one cluster (`fuzz.report.clusters`), whichever ops it was
+found with. The first pass then tries each layer alone; every pass tries an op layer's sample call (its varied
+argument put back, `fuzz.generate.axes`) before any deletion, so a failure keeps a varied argument only where the
+sample passes.
 """
 
 from __future__ import annotations
@@ -92,6 +97,40 @@ def _blame_candidates(spec: NetSpec) -> Iterator[NetSpec]:
             yield with_plumbing(spec, [index])
 
 
+STAND_IN = "stand_in"
+
+
+def _stand_in(layer: LayerSpec) -> LayerSpec | None:
+    """``layer`` with a stand-in in its place (`fuzz.generate.ops.STAND_INS`, the first that is not its own op or
+    kind), or None where it has none: a layer with parameters or of another shape, a node reading two values, one of
+    the random or in-place kinds, or no op already (a plumbing twin, a stand-in)."""
+    kind = LAYER_KINDS[layer.kind]
+    if layer.reads is not None and len(layer.reads) > 1:
+        return None
+    if "op" in layer.params:
+        args, own = ops.plumbing_params(layer.params)["args"], layer.params["op"]
+    elif kind.drawn and not (kind.params or kind.has_parameters or kind.flow or kind.random or kind.inplace):
+        args, own = [], layer.kind
+    else:
+        return None
+    if kind.layout != "any":
+        return None
+    function = next(name for name in ops.STAND_INS if name != own)
+    return replace(layer, kind=STAND_IN, params={"args": args, "function": function}, frozen=False)
+
+
+def _stand_in_candidates(spec: NetSpec) -> Iterator[tuple[LayerSpec, NetSpec]]:
+    """Each layer that has a stand-in, and ``spec`` with the stand-in in its place."""
+    for index, layer in enumerate(spec.layers):
+        if (stand_in := _stand_in(layer)) is not None:
+            yield layer, _with_layer(spec, index, stand_in)
+
+
+def in_no_op(spec: NetSpec) -> bool:
+    """Whether ``spec``'s failure was shown to live in no op: every layer of its reduced network is a stand-in."""
+    return bool(spec.layers) and all(layer.kind == STAND_IN for layer in spec.layers)
+
+
 def _simpler_training(spec: NetSpec) -> Iterator[NetSpec]:
     """No training steps, one step less (the last, or the first after step 0: a batch size change moves one step
     earlier), one batch size at every step, the smallest later batch size, SGD."""
@@ -133,7 +172,7 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
     order = list(LAYER_KINDS)  # simplest first
     for index, layer in enumerate(spec.layers):
         # An op layer (fuzz.generate.ops) stays that op: it is what the failure is about.
-        if LAYER_KINDS[layer.kind].params and "op" not in layer.params:
+        if LAYER_KINDS[layer.kind].params and "op" not in layer.params and layer.kind != STAND_IN:
             for name in order[: order.index(layer.kind)]:
                 if not LAYER_KINDS[name].params:
                     simpler = replace(layer, kind=name, params={}, frozen=False)
@@ -229,9 +268,11 @@ def reduce_spec(
     spec: NetSpec, still_fails: Callable[[NetSpec], bool], max_checks: int = 50, max_seconds: float | None = None
 ) -> NetSpec:
     """The smallest spec reachable from ``spec`` by deleting layers and checkpoints while ``still_fails``, within
-    ``max_checks`` calls of it and (when given) ``max_seconds``; a spec is checked once however often it comes up."""
+    ``max_checks`` calls of it and (when given) ``max_seconds``; a spec is checked once however often it comes up,
+    and never gone back to."""
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     verdicts: dict[str, bool] = {}
+    been = {spec.to_json()}
 
     def fails(candidate: NetSpec) -> bool:
         key = candidate.to_json()
@@ -242,14 +283,20 @@ def reduce_spec(
     progress, first_pass = True, True
     while progress:
         progress, out_of_checks = False, len(verdicts) >= max_checks  # (counted per pass)
-        blame = list(_blame_candidates(spec))
+        twins, stand_ins = list(_blame_candidates(spec)), list(_stand_in_candidates(spec))
+        # What `fuzz.report.failures.blames` names is checked past the budget: each op's twin and stand-in.
+        blame = [*twins, *(twin for layer, twin in stand_ins if "op" in layer.params)]
         jumps = list(_alone(spec)) if first_pass else []
         first_pass = False
-        for candidate in [*blame, *jumps, *_candidates(spec)]:
+        # (The stand-ins last: each is tried where nothing smaller still fails.)
+        for candidate in [*twins, *jumps, *_candidates(spec), *(twin for _, twin in stand_ins)]:
             out_of_budget = out_of_checks or (deadline is not None and time.monotonic() > deadline)
             if out_of_budget and not any(candidate is twin for twin in blame):
-                return spec
+                continue
+            if candidate.to_json() in been:
+                continue
             if (candidate.layers or candidate.model is not None) and valid(candidate) and fails(candidate):
                 spec, progress = candidate, True
+                been.add(spec.to_json())
                 break
     return spec

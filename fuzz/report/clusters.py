@@ -2,8 +2,10 @@
 
 Two failures are one cluster when they fail in the same class and triage, the same way (a crash's signature, or the
 roles of the tensors that diverge: `fuzz.judge.roles.tensor_role`), in the same ops (an op layer's callable)
-or, for networks without op layers, the same layer kinds. Sizes, seeds, dtypes and an op's other arguments do not
-count: one op's bug hit by many samples of the op sweep is one cluster, each sample still its own folder.
+or, for networks without op layers, the same layer kinds; a failure whose reduced network is stand-ins only is "in no
+op" (`fuzz.generate.reduce.in_no_op`: any op of the same shape in their place still fails), whatever it was found
+with. Sizes, seeds, dtypes and an op's other arguments do not count: one op's bug hit by many samples of the op sweep
+is one cluster, each sample still its own folder.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fuzz.generate.reduce import STAND_IN, in_no_op
 from fuzz.report.run_folder import SUMMARY, find_run, write_atomically
 
 CHANGES = "changes.json"  # in a run folder: `compared` with an earlier run (`ckpt-fuzz report --against`)
@@ -31,7 +34,8 @@ def cluster_of(spec: NetSpec, failure: ParityFailure) -> dict[str, Any]:
     crash = failure.crash_signature if isinstance(failure, ThunderCrash) else ""
     roles = sorted({tensor_role(spec, mismatch.name) for mismatch in failure.mismatches})
     ops = sorted({layer.params["target"] for layer in spec.layers if "op" in layer.params})
-    where = ops or sorted({layer.kind for layer in spec.layers}) or ([spec.model.arch] if spec.model else [])
+    kinds = sorted({layer.kind for layer in spec.layers if layer.kind != STAND_IN})
+    where = ["no op"] if in_no_op(spec) else ops or kinds or ([spec.model.arch] if spec.model else [])
     how = crash or ", ".join(roles) or "no tensor named"
     key = [failure.failure_class, failure.triage, how, where]
     label = f"{failure.failure_class} [{failure.triage}] in {' + '.join(where) or 'an empty network'}: {how}"

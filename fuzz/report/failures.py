@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fuzz.generate.reduce import PLUMBING
+from fuzz.generate.reduce import PLUMBING, in_no_op
 from fuzz.generate.spec import NetSpec
 from fuzz.judge.oracle import ParityFailure, ThunderCrash
 from fuzz.report.clusters import cluster_of
@@ -124,12 +124,14 @@ def failure_record(spec: NetSpec, failure: ParityFailure, directory: Path, reduc
 
 
 def blames(spec: NetSpec) -> str | None:
-    """What a failure of the op family blames (None outside it): the ops left in its network (each one's identity
-    twin passed there, `fuzz.generate.reduce`), and the plumbing where an op was replaced by identity and the failure
-    stayed."""
+    """What a failure blames (None where nothing can be said): the ops left in its network (each one's identity twin
+    and stand-in passed there, `fuzz.generate.reduce`), the plumbing where an op was replaced by identity and the
+    failure stayed, and no op where every layer was replaced by a stand-in and it stayed."""
     named = [f"op {layer.params['op']}" for layer in spec.layers if "op" in layer.params]
     if any(layer.kind == PLUMBING for layer in spec.layers):
         named.append("the op family's plumbing (adapt, fold) with the op replaced by identity")
+    if in_no_op(spec):
+        named.append("no op: it fails with every op replaced by another of the same shape and arity")
     return ", ".join(named) or None
 
 
