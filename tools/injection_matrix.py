@@ -1,6 +1,6 @@
 """Measure what the oracle detects: errors injected into thunder's gradients inside checkpoints, per dtype.
 
-    .venv/bin/python -m tools.injection_matrix --examples 15 --out injection.json
+    .venv/bin/python -m tools.injection_matrix --examples 15 --out injection.json [--with-fixes]
 
 Draws deterministic networks (no random layers, no known issues) with the campaign's strategy,
 keeps those thunder compiled completely and judged equal to eager, and then, on thunder's real
@@ -12,7 +12,8 @@ gradients of a tensor inside a compiled checkpoint, injects each error kind and 
 - a small-scale tensor x2: the gradient whose scale is smallest beside the example's (<= 1%);
 - a one-element tensor zeroed: a gradient of one element.
 
-A cell counts the networks where the injection was detected, over those it applied to.
+A cell counts the networks where the injection was detected, over those it applied to. ``--with-fixes``: on thunder
+with every known fix applied (`fuzz.registry.novelty.fixes_on`), where a campaign judges a failure's novelty.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import thunder
 import torch
 from hypothesis import HealthCheck, assume, given, settings
 
@@ -34,7 +36,9 @@ from fuzz.judge.oracle import judge
 from fuzz.judge.parity import CLEAN_NOISE, _scale_factor, systematic_bound
 from fuzz.judge.thunder_runs import run_thunder
 from fuzz.model_builder import build_example
+from fuzz.registry.fixes import applied
 from fuzz.registry.known_issues import known_issues_for
+from fuzz.registry.novelty import fixes_on
 from fuzz.run.runner import run_eager, run_reference
 from fuzz.strategies import net_specs
 
@@ -166,11 +170,19 @@ def main() -> int:
     parser.add_argument("--examples", type=int, default=15, help="networks drawn per dtype")
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument("--out", type=Path, default=Path("injection_matrix.json"))
+    parser.add_argument("--with-fixes", action="store_true", help="every known fix applied to thunder")
     args = parser.parse_args()
+    with applied(fixes_on(thunder.__version__)[0] if args.with_fixes else []):
+        rows = _rows(args.dtypes.split(","), args.examples, args.out)
+    print("\n".join(table(rows)))
+    return 0
+
+
+def _rows(dtypes: list[str], examples: int, out: Path) -> list[dict]:
     rows: list[dict] = []
-    for dtype in args.dtypes.split(","):
+    for dtype in dtypes:
         specs = net_specs(dtypes=[dtype]).filter(lambda s: not s.random and not known_issues_for(s))
-        settings(max_examples=args.examples, database=None, deadline=None, suppress_health_check=list(HealthCheck))(
+        settings(max_examples=examples, database=None, deadline=None, suppress_health_check=list(HealthCheck))(
             given(specs)(lambda spec: rows.extend(measure(spec)))
         )()
         # Drawn networks rarely hold a one-element gradient: Linear(-> 1) with a bias, then tanh, in a checkpoint.
@@ -178,9 +190,8 @@ def main() -> int:
             layers = [LayerSpec("linear", {"out_features": 1, "bias": True}), LayerSpec("tanh")]
             spec = NetSpec(features=features, batch=2, dtype=dtype, seed=seed, layers=layers)
             rows.extend(measure(replace(spec, checkpoints=[CheckpointSpec(0, 2)])))
-        args.out.write_text(json.dumps(rows, indent=1))
-    print("\n".join(table(rows)))
-    return 0
+        out.write_text(json.dumps(rows, indent=1))
+    return rows
 
 
 if __name__ == "__main__":

@@ -142,6 +142,10 @@ NODE_PREDICATES: dict[str, NodePredicate] = {
     "float64-bias": _op_params(
         lambda p: _tensor_dtype(p["kwargs"].get("bias", (p["args"] + [None] * 3)[2])) == "float64"
     ),
+    # batch_norm/instance_norm given running statistics (a second positional tensor) to update (sixth positional True).
+    "updates-running-stats": _op_params(
+        lambda p: isinstance((p["args"] + [None] * 2)[1], dict) and (p["args"] + [None] * 6)[5] is True
+    ),
     "reduces-over-a-dim": _op_params(lambda p: len(p["args"]) > 1 or "dim" in p["kwargs"]),
     "masks-a-whole-row": _op_params(lambda p: any(_masks_a_whole_row(a) for a in [*p["args"], *p["kwargs"].values()])),
     "one-feature-per-head-batched": lambda spec, i: (
