@@ -239,3 +239,21 @@ def test_a_known_issue_check_the_end_of_the_budget_cuts_short_leaves_no_verdict_
     reason = f"{VERDICT_CUT} (thunderfx had failed: forward-divergence; the check for a known issue was cut)"
     assert outcome.invalid_reason == reason
     assert campaign.stats.known_issues == {} and campaign.stats.invalid_reasons[outcome.invalid_reason] == 1
+
+
+def test_a_reduction_whose_blame_check_the_end_of_the_budget_cuts_short_blames_nothing(tmp_path):
+    # A tanh fault (the op's plumbing computes tanh too): the op's identity twin still fails, and its stand-in is what
+    # would tell. The budget ends before the first check of the reduction: no check has a verdict, none is a pass.
+    campaign = Campaign(CampaignConfig(run_dir=tmp_path, confirm=False))
+    campaign.start_item()
+    (case,) = [s for s in sweep_specs("cpu", ["float32"], ops=["abs"]) if s.layers[0].params["form"] == "function"][:1]
+    with injected("tanh-grad-x2"):
+        failure = check_spec(case).failure
+        assert failure is not None
+        campaign.budget.end = time.monotonic()
+        spec, failure, judged = campaign._reduced(case, failure)
+    assert spec == case and not judged
+    campaign._write_final_failure(spec, failure, reduced=judged)
+    campaign.write_worker_stats()
+    (listed,) = campaign.summary(exit_status=1)["failures"]
+    assert listed["blames"] is None and "in a network not reduced" in listed["cluster_label"], listed

@@ -69,7 +69,7 @@ class Campaign(Findings):
         self.budget.set_items(config.shards)
         self._outcomes: dict[str, tuple[Outcome, bool]] = {}  # spec JSON -> outcome, reproduced a known issue
         self._unshrunk: dict[str, Path] = {}
-        self._plumbing_reductions: dict[str, tuple[NetSpec, ParityFailure]] = {}  # see `_reduced`
+        self._plumbing_reductions: dict[str, tuple[NetSpec, ParityFailure, bool]] = {}  # see `_reduced`
         self._confirmations: dict[Path, Confirmation] = {}  # a final failure's folder -> its confirmation
         self.items = ItemResults()  # the controller's record of how each test item ended
         self._progress_examples = 0  # examples of the last progress line

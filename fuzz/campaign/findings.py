@@ -93,14 +93,15 @@ class Findings:
             self.config.run_dir, spec, failure, f"{REDUCING}-{self.worker}-{failure_id(spec, failure)}"
         )
         try:
+            judged = reduce
             if reduce:
-                spec, failure = self._reduced(spec, failure)
+                spec, failure, judged = self._reduced(spec, failure)
         except KeyboardInterrupt:  # the run is being stopped: keep the network as it came, unconfirmed
             self._write_final_failure(spec, failure, confirming=False)
             raise
         finally:
             shutil.rmtree(reducing, ignore_errors=True)
-        self._write_final_failure(spec, failure, unshrunk=not reduce, reduced=reduce)
+        self._write_final_failure(spec, failure, unshrunk=not reduce, reduced=judged)
         return spec, failure
 
     def _write_final_failure(
@@ -141,8 +142,10 @@ class Findings:
             artifacts, spec, failure, self.config.converter, name, executors=self.config.executors, reduced=reduced
         )
 
-    def _reduced(self, spec: NetSpec, failure: ParityFailure) -> tuple[NetSpec, ParityFailure]:
-        """``spec`` reduced further (see `fuzz.generate.reduce`) with the failure it still shows in the same class.
+    def _reduced(self, spec: NetSpec, failure: ParityFailure) -> tuple[NetSpec, ParityFailure, bool]:
+        """``spec`` reduced further (see `fuzz.generate.reduce`) with the failure it still shows in the same class, and
+        whether every check of the reduction had a verdict: where the end of the budget cut one short (an op's twin or
+        stand-in among them), what is left of the network blames nothing (a cut check is no pass).
 
         First its op layers' plumbing twins (`fuzz.generate.reduce.with_plumbing`): when the network fails alike with
         every op replaced by identity, the ops are not to blame, and a network whose plumbing failed so before (any
@@ -150,6 +153,7 @@ class Findings:
         makes one failure, not one per op.
         """
         found: dict[int, ParityFailure] = {}
+        cut: list[NetSpec] = []
 
         def still_fails(candidate: NetSpec) -> bool:
             # One run per check, within the reduction's own bound: a slow thunder error path ends the check. (One the
@@ -169,6 +173,8 @@ class Findings:
                 raise
             except Exception:  # eager cannot run it (an op's smaller tensors no longer fit its other arguments)
                 return False
+            if outcome.cut_short:
+                cut.append(candidate)
             same = outcome.failure is not None and outcome.failure.signature == failure.signature
             applying = known_issues_for(candidate)
             known = [issue for issue in applying if issue.reproduced_by(outcome.failure, candidate)]
@@ -191,7 +197,7 @@ class Findings:
         reduced = reduce_spec(spec, still_fails, max_seconds=seconds)
         if (reduced_failure := found.get(id(reduced))) is not None:
             note_resemblance(reduced_failure, reduced, known_issues_for(reduced))  # (a fresh run: noted again)
-        result = reduced, reduced_failure or failure
+        result = reduced, reduced_failure or failure, not cut
         if plumbing is not None:
             self._plumbing_reductions[plumbing] = result
         return result

@@ -25,9 +25,10 @@ if TYPE_CHECKING:
     from fuzz.judge.oracle import ParityFailure
 
 
-def cluster_of(spec: NetSpec, failure: ParityFailure) -> dict[str, Any]:
+def cluster_of(spec: NetSpec, failure: ParityFailure, reduced: bool = True) -> dict[str, Any]:
     """``{"cluster": id, "cluster_label": words, "size": how big the network is}`` of a failure (its failure.json
-    keeps them; the smallest member of a cluster stands for it)."""
+    keeps them; the smallest member of a cluster stands for it). A network not ``reduced`` (kept unshrunk, or a check
+    of its reduction cut short) is in no op or kind it holds: nothing in it was tried without them."""
     from fuzz.judge.oracle import ThunderCrash  # (imports torch: the summary, which only groups, does not)
     from fuzz.judge.roles import tensor_role
 
@@ -35,7 +36,10 @@ def cluster_of(spec: NetSpec, failure: ParityFailure) -> dict[str, Any]:
     roles = sorted({tensor_role(spec, mismatch.name) for mismatch in failure.mismatches})
     ops = sorted({layer.params["target"] for layer in spec.layers if "op" in layer.params})
     kinds = sorted({layer.kind for layer in spec.layers if layer.kind != STAND_IN})
-    where = ["no op"] if in_no_op(spec) else ops or kinds or ([spec.model.arch] if spec.model else [])
+    if not reduced:
+        where = ["a network not reduced"]
+    else:
+        where = ["no op"] if in_no_op(spec) else ops or kinds or ([spec.model.arch] if spec.model else [])
     how = crash or ", ".join(roles) or "no tensor named"
     key = [failure.failure_class, failure.triage, how, where]
     label = f"{failure.failure_class} [{failure.triage}] in {' + '.join(where) or 'an empty network'}: {how}"

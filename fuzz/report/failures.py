@@ -119,7 +119,7 @@ def failure_record(spec: NetSpec, failure: ParityFailure, directory: Path, reduc
         # The known issues its spec matches whose signature or band it falls outside (`fuzz.campaign.engine.record`).
         "resembles": list(failure.resembles),
         "blames": blames(spec) if reduced else None,
-        **cluster_of(spec, failure),
+        **cluster_of(spec, failure, reduced),
     }
 
 
