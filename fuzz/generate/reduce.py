@@ -100,21 +100,24 @@ def _blame_candidates(spec: NetSpec) -> Iterator[NetSpec]:
 STAND_IN = "stand_in"
 
 
-def _stand_in(layer: LayerSpec) -> LayerSpec | None:
-    """``layer`` with a stand-in in its place (`fuzz.generate.ops.STAND_INS`, the first that is not its own op or
-    kind), or None where it has none: a layer with parameters or of another shape, a node reading two values, one of
-    the random or in-place kinds, or no op already (a plumbing twin, a stand-in)."""
-    kind = LAYER_KINDS[layer.kind]
-    if layer.reads is not None and len(layer.reads) > 1:
+def _stand_in(spec: NetSpec, index: int) -> LayerSpec | None:
+    """Layer ``index`` of ``spec`` with a stand-in in its place (`fuzz.generate.ops.STAND_INS`, the first that is
+    not its own op or kind), or None where it has none: a layer of another shape (a features layer that changes the
+    width, any image layer), a node reading two values, one of the random or in-place kinds, or no op already (a
+    plumbing twin, a stand-in). A layer with parameters that keeps its input's width (a Linear(1 -> 1), a norm) has
+    one too: the stand-in then has none, which a failure in no op does not need."""
+    layer, kind = spec.layers[index], LAYER_KINDS[spec.layers[index].kind]
+    keeps_shape = kind.layout == "any" or (
+        kind.layout == "features" and not spec.is_program and spec.widths()[index] == spec.widths()[index + 1]
+    )
+    if not keeps_shape or (layer.reads is not None and len(layer.reads) > 1):
         return None
     if "op" in layer.params:
         args, own = ops.plumbing_params(layer.params)["args"], layer.params["op"]
-    elif kind.drawn and not (kind.params or kind.has_parameters or kind.flow or kind.random or kind.inplace):
-        args, own = [], layer.kind
+    elif not kind.drawn or kind.flow or kind.random or kind.inplace:
+        return None
     else:
-        return None
-    if kind.layout != "any":
-        return None
+        args, own = [], layer.kind
     function = next(name for name in ops.STAND_INS if name != own)
     return replace(layer, kind=STAND_IN, params={"args": args, "function": function}, frozen=False)
 
@@ -122,7 +125,7 @@ def _stand_in(layer: LayerSpec) -> LayerSpec | None:
 def _stand_in_candidates(spec: NetSpec) -> Iterator[tuple[LayerSpec, NetSpec]]:
     """Each layer that has a stand-in, and ``spec`` with the stand-in in its place."""
     for index, layer in enumerate(spec.layers):
-        if (stand_in := _stand_in(layer)) is not None:
+        if (stand_in := _stand_in(spec, index)) is not None:
             yield layer, _with_layer(spec, index, stand_in)
 
 
