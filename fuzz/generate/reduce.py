@@ -10,12 +10,12 @@ op's smallest tensor arguments, keeping a candidate when it is valid and still f
 nothing more goes.
 
 The blame: every pass tries the plumbing twins first and the stand-ins last (each layer's op, or its kind, replaced
-by another op of the same shape and arity, `fuzz.generate.ops.stand_in_source`), both past the check and time
-budget, so an op layer in a reduced spec is one whose twin and stand-in both passed in that very network: the op,
-not its plumbing nor its place in the network, is what fails. A failure that stays with a stand-in for every layer
-lives in no op (a region no longer recomputed, a converter-wide fault): its network is stand-ins only
-(`in_no_op`), and every such failure of one class is one cluster (`fuzz.report.clusters`), whichever ops it was
-found with. The first pass then tries each layer alone; every pass tries an op layer's sample call (its varied
+by another op of the same shape and arity, `fuzz.generate.ops.stand_in_source`), an op's twin and stand-in past the
+check and time budget, so an op layer in a reduced spec is one whose twin and stand-in both passed in that very
+network: the op, not its plumbing nor its place in the network, is what fails. A failure that stays with a stand-in
+for every layer lives in no op (a region no longer recomputed, a converter-wide fault): its network is stand-ins
+only (`in_no_op`), and every such failure of one class is one cluster (`fuzz.report.clusters`), whichever ops it
+was found with. The first pass then tries each layer alone; every pass tries an op layer's sample call (its varied
 argument put back, `fuzz.generate.axes`) before any deletion, so a failure keeps a varied argument only where the
 sample passes.
 """
