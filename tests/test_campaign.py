@@ -114,11 +114,16 @@ def test_op_sweep_cases_whose_plumbing_fails_alike_are_one_failure_blamed_on_no_
     assert listed["found_by_shards"] == 2 and listed["blames"] is None and not listed["variants"]
 
 
+def _abs_case() -> NetSpec:
+    """The op sweep's first case of torch.abs in function form."""
+    return next(s for s in sweep_specs("cpu", ["float32"], ops=["abs"]) if s.layers[0].params["form"] == "function")
+
+
 def test_a_failure_kept_unshrunk_blames_no_op(tmp_path):
     # Its ops were never replaced by their identity twins: the op the sweep case draws is no culprit yet.
     campaign = Campaign(CampaignConfig(run_dir=tmp_path, confirm=False))
     campaign.start_item()
-    (case,) = [s for s in sweep_specs("cpu", ["float32"], ops=["abs"]) if s.layers[0].params["form"] == "function"][:1]
+    case = _abs_case()
     with injected("tanh-grad-x2"):
         failure = check_spec(case).failure
     assert failure is not None and blames(case) == "op abs"
@@ -246,7 +251,7 @@ def test_a_reduction_whose_blame_check_the_end_of_the_budget_cuts_short_blames_n
     # would tell. The budget ends before the first check of the reduction: no check has a verdict, none is a pass.
     campaign = Campaign(CampaignConfig(run_dir=tmp_path, confirm=False))
     campaign.start_item()
-    (case,) = [s for s in sweep_specs("cpu", ["float32"], ops=["abs"]) if s.layers[0].params["form"] == "function"][:1]
+    case = _abs_case()
     with injected("tanh-grad-x2"):
         failure = check_spec(case).failure
         assert failure is not None

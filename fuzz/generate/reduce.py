@@ -100,15 +100,15 @@ def _blame_candidates(spec: NetSpec) -> Iterator[NetSpec]:
 STAND_IN = "stand_in"
 
 
-def _stand_in(spec: NetSpec, index: int) -> LayerSpec | None:
+def _stand_in(spec: NetSpec, index: int, widths: list[int]) -> LayerSpec | None:
     """Layer ``index`` of ``spec`` with a stand-in in its place (`fuzz.generate.ops.STAND_INS`, the first that is
     not its own op or kind), or None where it has none: a layer of another shape (a features layer that changes the
     width, any image layer), a node reading two values, one of the random or in-place kinds, or no op already (a
     plumbing twin, a stand-in). A layer with parameters that keeps its input's width (a Linear(1 -> 1), a norm) has
-    one too: the stand-in then has none, which a failure in no op does not need."""
+    one too: the stand-in then has none, which a failure in no op does not need. ``widths``: `NetSpec.widths`."""
     layer, kind = spec.layers[index], LAYER_KINDS[spec.layers[index].kind]
     keeps_shape = kind.layout == "any" or (
-        kind.layout == "features" and not spec.is_program and spec.widths()[index] == spec.widths()[index + 1]
+        kind.layout == "features" and not spec.is_program and widths[index] == widths[index + 1]
     )
     if not keeps_shape or (layer.reads is not None and len(layer.reads) > 1):
         return None
@@ -124,8 +124,9 @@ def _stand_in(spec: NetSpec, index: int) -> LayerSpec | None:
 
 def _stand_in_candidates(spec: NetSpec) -> Iterator[tuple[LayerSpec, NetSpec]]:
     """Each layer that has a stand-in, and ``spec`` with the stand-in in its place."""
+    widths = spec.widths()
     for index, layer in enumerate(spec.layers):
-        if (stand_in := _stand_in(spec, index)) is not None:
+        if (stand_in := _stand_in(spec, index, widths)) is not None:
             yield layer, _with_layer(spec, index, stand_in)
 
 
@@ -277,8 +278,7 @@ def reduce_spec(
     verdicts: dict[str, bool] = {}
     been = {spec.to_json()}
 
-    def fails(candidate: NetSpec) -> bool:
-        key = candidate.to_json()
+    def fails(candidate: NetSpec, key: str) -> bool:
         if key not in verdicts:
             verdicts[key] = still_fails(candidate)
         return verdicts[key]
@@ -296,10 +296,10 @@ def reduce_spec(
             out_of_budget = out_of_checks or (deadline is not None and time.monotonic() > deadline)
             if out_of_budget and not any(candidate is twin for twin in blame):
                 continue
-            if candidate.to_json() in been:
+            if (key := candidate.to_json()) in been:
                 continue
-            if (candidate.layers or candidate.model is not None) and valid(candidate) and fails(candidate):
+            if (candidate.layers or candidate.model is not None) and valid(candidate) and fails(candidate, key):
                 spec, progress = candidate, True
-                been.add(spec.to_json())
+                been.add(key)
                 break
     return spec
