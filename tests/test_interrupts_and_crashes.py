@@ -36,6 +36,12 @@ _STOPS = [
     ),
 ]
 
+# Bounded by examples (the dev profile's 25 per item, seed 1: the tanh fault is found, shrunk and reduced), never by
+# minutes: at load 5-6 a 3-minute budget kept its failure unshrunk, and the campaign never reached reduction.
+_BOUNDED_BY_EXAMPLES = ("--hypothesis-profile", "dev", "--fuzz-seed", "1", "--fuzz-layers", "tanh,relu,linear")
+# Only a guard against a hung campaign: reaching a phase takes seconds idle, minutes at load 6.
+_HANG_GUARD_S = 900
+
 
 @pytest.mark.parametrize(("phase", "whom", "stop"), _STOPS)
 def test_a_stopped_campaign_says_interrupted_and_lists_what_it_found(tmp_path, phase, whom, stop):
@@ -46,14 +52,12 @@ def test_a_stopped_campaign_says_interrupted_and_lists_what_it_found(tmp_path, p
         "FUZZ_PAUSE_AT": phase,
         "FUZZ_PAUSE_MARKER": str(tmp_path / "paused"),
     }
-    command = campaign_command(
-        tmp_path, "--hypothesis-profile", "nightly", "--fuzz-minutes", "3", "--fuzz-layers", "tanh,relu", workers=2
-    )
+    command = campaign_command(tmp_path, *_BOUNDED_BY_EXAMPLES, workers=2)
     out_path, err_path = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
     with open(out_path, "w") as out, open(err_path, "w") as err:  # (a pipe nobody reads fills up and blocks it)
         campaign = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=err, start_new_session=True)
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + _HANG_GUARD_S
         while not (tmp_path / "paused").exists() or not (tmp_path / "paused").read_text():
             assert campaign.poll() is None and time.monotonic() < deadline, f"the campaign never reached {phase}"
             time.sleep(0.1)
@@ -98,12 +102,10 @@ def test_a_stopped_campaign_says_interrupted_and_lists_what_it_found(tmp_path, p
 def test_an_interrupted_campaign_keeps_the_failure_it_had_found(tmp_path, stop):
     # SIGKILL stands for a crashed or killed worker: no handler runs, and still nothing found is lost.
     env = {**os.environ, "FUZZ_INJECT_FAULT": FAULT}
-    command = campaign_command(
-        tmp_path, "--hypothesis-profile", "nightly", "--fuzz-minutes", "4", "--fuzz-layers", "tanh,relu"
-    )
+    command = campaign_command(tmp_path, *_BOUNDED_BY_EXAMPLES)
     campaign = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + _HANG_GUARD_S
         while not list((tmp_path / "artifacts").glob("*/unshrunk/*/repro.py")) and time.monotonic() < deadline:
             assert campaign.poll() is None, "the campaign ended before it found the fault"
             time.sleep(0.2)
@@ -129,19 +131,7 @@ def test_a_dead_worker_is_reported_and_the_campaign_goes_on(tmp_path, fault):
     # (and at 10 s, inductor's first compile of a fallback sometimes ran past it and its grace there).
     # Bounded by examples (the dev profile's 25 per item, seed 1), not a minute: at load 4-6 a 1-minute campaign ended
     # before any network reached thunder's tanh (4 items passed, no crash; whole-file run 1 of issue 46, second try).
-    run = run_campaign(
-        tmp_path,
-        "--hypothesis-profile",
-        "dev",
-        "--fuzz-seed",
-        "1",
-        "--fuzz-timeout",
-        "15",
-        "--fuzz-layers",
-        "tanh,relu,linear",
-        fault=fault,
-        workers=2,
-    )
+    run = run_campaign(tmp_path, *_BOUNDED_BY_EXAMPLES, "--fuzz-timeout", "15", fault=fault, workers=2)
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
     assert "crashed while running" in run.stdout and "worker-crash" in run.stdout
     summary = json.loads((tmp_path / "artifacts" / "latest" / "summary.json").read_text())
@@ -175,13 +165,16 @@ def test_a_worker_dying_is_thunders_finding_only_in_thunders_phase(tmp_path, mon
     # The first network in flight to enter the phase kills its worker (SIGSEGV); "reduction": thunder's phase while a
     # shrunk failure (of the tanh fault) is reduced, whose finding must survive the death.
     monkeypatch.setenv("FUZZ_DIE_IN_PHASE", phase)
-    layers = "tanh,relu,linear"
     # Bounded by examples, not minutes, whatever the load: "eager" (in make test) by the ci profile's few; the others by
     # the dev profile's 25 per item, on a fixed seed. (Minute budgets failed on a loaded machine: a 17 s start-up left
     # no network the time to reach the nudged phase; at load 6, a failure found late was never reduced within 2
     # minutes, as shrinking stops 30 s before the end.)
-    budget = ["--hypothesis-profile", "ci"] if phase == "eager" else ["--hypothesis-profile", "dev", "--fuzz-seed", "1"]
-    run = run_campaign(tmp_path, *budget, "--fuzz-layers", layers, fault=fault, workers=2)
+    budget = (
+        ("--hypothesis-profile", "ci", "--fuzz-layers", "tanh,relu,linear")
+        if phase == "eager"
+        else _BOUNDED_BY_EXAMPLES
+    )
+    run = run_campaign(tmp_path, *budget, fault=fault, workers=2)
     summary = json.loads((tmp_path / "artifacts" / "latest" / "summary.json").read_text())
     assert run.returncode == 1 and summary["result"].startswith("failed"), run.stdout[-3000:] + run.stderr[-3000:]
     crashes = [f for f in summary["failures"] if f["class"] == "worker-crash"]
