@@ -168,10 +168,13 @@ def test_two_fixes_of_one_function_both_apply_and_a_class_a_fix_adds_is_gone_aft
     assert not hasattr(thunder.dynamo.utils, "LazyInductorModule")
 
 
-def test_thunders_tests_may_end_with_expected_failures_passing_never_with_fewer_passing():
+def test_thunders_tests_may_end_with_expected_failures_or_new_tests_passing_never_with_fewer_passing():
     assert _no_worse("6 passed, 2 xpassed", "6 passed, 2 xpassed") and _no_worse("1 xfailed", "1 xpassed")
     assert not _no_worse("3 passed", "2 passed, 1 failed") and not _no_worse("2 passed", "1 passed, 1 xpassed")
     assert not _no_worse("1 passed, 1 xfailed", "1 xpassed, 1 skipped")
+    # a fix that gives an op a gradient rule adds thunder's vjp test of it: it must pass, nothing else may change
+    assert _no_worse("1 passed, 1 skipped, 3 warnings", "3 passed, 1 skipped, 4 warnings")
+    assert not _no_worse("1 passed", "2 passed, 1 failed") and not _no_worse("1 passed, 1 skipped", "3 passed")
 
 
 def test_a_failure_only_two_fixes_explain_together_is_credited_to_those_two_not_to_every_fix():
