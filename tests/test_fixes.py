@@ -175,6 +175,7 @@ def test_thunders_tests_may_end_with_expected_failures_or_new_tests_passing_neve
     # a fix that gives an op a gradient rule adds thunder's vjp test of it: it must pass, nothing else may change
     assert _no_worse("1 passed, 1 skipped, 3 warnings", "3 passed, 1 skipped, 4 warnings")
     assert not _no_worse("1 passed", "2 passed, 1 failed") and not _no_worse("1 passed, 1 skipped", "3 passed")
+    assert not _no_worse("1 xpassed", "1 xfailed") and not _no_worse("2 passed", "no summary (exit 1)")
 
 
 def test_a_failure_only_two_fixes_explain_together_is_credited_to_those_two_not_to_every_fix():

@@ -111,6 +111,7 @@ def test_an_interrupted_campaign_keeps_the_failure_it_had_found(tmp_path, stop):
             time.sleep(0.2)
         # The artifact is written inside the failing call, the database entry just after it returns.
         time.sleep(3)
+        assert campaign.poll() is None, "the campaign ended before the signal: nothing was interrupted"
         campaign.send_signal(stop)  # while Hypothesis is still looking for more bugs / shrinking
         campaign.wait(timeout=120)
     finally:

@@ -102,12 +102,13 @@ def _candidate_fix(fix: tuple[str, str] | None) -> str:
     if fix is None:
         return ""
     why, diff = fix
+    hunks = diff.rstrip("\n")  # (not rstrip(): a trailing blank context line is a lone space, the hunk counts it)
     return f"""
 ### Candidate fix
 
 {why}
 
 ```diff
-{diff.rstrip()}
+{hunks}
 ```
 """

@@ -17,13 +17,15 @@ EDITS = [
         old="""        # takes the first node in the stack.
         cur = visit_stack.pop(0)
 """,
-        new="""        # takes the first node in the stack.
-        # The return goes last, after the nodes no output depends on (an in-place update nobody reads): it has no
-        # children, and the trace must end with it.
+        new="""        # takes the first node in the stack, but the return: it goes last, after the nodes no output depends on (an
+        # in-place update nobody reads), as it has no children and the trace must end with it.
         if visit_stack[0] is graph.return_node and len(visit_stack) > 1:
             visit_stack.append(visit_stack.pop(0))
         cur = visit_stack.pop(0)
 """,
     )
 ]
-THUNDER_TESTS = ["thunder/tests/test_dynamo.py -k 'inplace or checkpoint or splitter'", "thunder/tests/test_inplace_copy.py"]
+THUNDER_TESTS = [
+    "thunder/tests/test_dynamo.py -k 'inplace or checkpoint or splitter'",
+    "thunder/tests/test_inplace_copy.py",
+]
