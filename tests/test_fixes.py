@@ -17,8 +17,8 @@ from torch.utils.checkpoint import checkpoint
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.judge.harness import check_spec
 from fuzz.registry.files import recorded_spec
-from fuzz.registry.fix_checks import FIX_RECORD, PASSING_KEY, PassingCheck, _no_worse
-from fuzz.registry.fixes import FIX_FILE, Edit, Fix, StaleFixError, applied, load_fix
+from fuzz.registry.fix_checks import FIX_RECORD, PASSING_KEY, PassingCheck, _no_worse, _selection_passes
+from fuzz.registry.fixes import FIX_FILE, Edit, Fix, StaleFixError, applied, load_fix, with_bases
 from fuzz.registry.issue import KNOWN_ISSUES_DIR, installed_thunder
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.registry.novelty import credited_fixes, fixes_on
@@ -28,6 +28,7 @@ FIXED = sorted(path.parent.name for path in KNOWN_ISSUES_DIR.glob(f"*/{FIX_FILE}
 
 
 def _pow_zero_grad() -> list[float]:
+    torch._dynamo.reset()  # dynamo's recompile limit per code object would run this lambda eagerly (eager is right)
     x = torch.tensor([0.0, 2.0], requires_grad=True)
     thunderfx(lambda x: torch.pow(x, 0.0).sum())(x).backward()
     return x.grad.tolist()
@@ -111,6 +112,28 @@ def test_each_fix_makes_its_upstream_py_pass(entry):
     stock, fixed = run(), run(entry)
     assert stock.returncode == 1, stock.stdout[-1000:] + stock.stderr[-1000:]
     assert fixed.returncode == 0, fixed.stdout[-1000:] + fixed.stderr[-2000:]
+    if bases := load_fix(entry).builds_on:  # the fix is needed beyond the fixes it builds on
+        only = subprocess.run(
+            [sys.executable, "-m", "fuzz.registry.fixes", "script", ",".join(bases), script],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert only.returncode == 1, only.stdout[-1000:] + only.stderr[-1000:]
+
+
+def test_a_fix_that_builds_on_another_brings_it_wherever_it_is_applied():
+    on_pow = Fix("on-pow", (), "", builds_on=("pow-zero-exponent-grad-nan",))
+    again = Fix("again", (), "", builds_on=("on-pow-missing",))
+    assert [fix.entry for fix in with_bases([on_pow, load_fix("pow-zero-exponent-grad-nan")])] == [
+        "pow-zero-exponent-grad-nan",
+        "on-pow",
+    ]
+    with applied([on_pow]):  # its own edits are none: what changes is its base's
+        assert _pow_zero_grad() == [0.0, 0.0]
+    assert _pow_zero_grad()[0] != _pow_zero_grad()[0]
+    with pytest.raises(SystemExit, match=r"^no fix.py in known_issues/on-pow-missing/"):
+        with_bases([again])
+    empty = [fix.entry for fix in with_bases([load_fix("empty-output-loses-requires-grad")])]
+    assert empty == ["expand-to-zero-size-crash", "empty-output-loses-requires-grad"]
 
 
 def test_a_failure_is_credited_to_the_fix_that_makes_it_pass_not_to_the_entry_it_looks_like():
@@ -124,7 +147,7 @@ def test_a_failure_is_credited_to_the_fix_that_makes_it_pass_not_to_the_entry_it
     matching = [issue.id for issue in known_issues_for(prelu)]  # tried first, as a campaign does
     assert matching == ["prelu-zero-dim-weight-crash"]
     assert credited_fixes(prelu, fixes, judge, matching) == ("binary-op-zero-dim-tensor-crash",)
-    unfixed = recorded_spec("diagonal-inplace-update-lost")  # no fix touches it: still fails, credited to none
+    unfixed = recorded_spec("inplace-view-grad-dropped")  # no fix touches it: still fails, credited to none
     assert check_spec(unfixed).failure is not None
     assert credited_fixes(unfixed, fixes, judge) == ()
 
@@ -176,6 +199,10 @@ def test_thunders_tests_may_end_with_expected_failures_or_new_tests_passing_neve
     assert _no_worse("1 passed, 1 skipped, 3 warnings", "3 passed, 1 skipped, 4 warnings")
     assert not _no_worse("1 passed", "2 passed, 1 failed") and not _no_worse("1 passed, 1 skipped", "3 passed")
     assert not _no_worse("1 xpassed", "1 xfailed") and not _no_worse("2 passed", "no summary (exit 1)")
+    # a selection must run a test, stock or fixed: lerp's vjp test exists only once the fix gives lerp a rule
+    assert _selection_passes("", "1 passed") and _selection_passes("3 skipped, 10 xfailed", "3 skipped, 10 xfailed")
+    assert not _selection_passes("", "") and not _selection_passes("5 skipped", "5 skipped")
+    assert not _selection_passes("", "1 failed") and not _selection_passes("", "1 xfailed")
 
 
 def test_a_failure_only_two_fixes_explain_together_is_credited_to_those_two_not_to_every_fix():

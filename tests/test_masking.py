@@ -79,9 +79,13 @@ FIXED_OP_CELLS = {
     "max-pool1d-padding-nan": torch.max_pool1d,
     "pow-zero-exponent-grad-nan": torch.pow,
     "batch-norm-stats-saved-in-checkpoint": F.instance_norm,
+    "diagonal-inplace-update-lost": torch.diagonal,
+    "inplace-silu-wrong-grad": F.silu,
 }
 # Not cells: zero-gradient-output-loses-requires-grad's ops (floor, ceil) have a zero gradient, which no scale moves;
-# unused-inplace-update-crash's network does not read the layer it fixes.
+# unused-inplace-update-crash's network does not read the layer it fixes; empty-output-loses-requires-grad's output
+# is empty (no gradient to scale); nested-checkpoint-crash's and narrow-add-then-next-layer-grad-broken's fixes are
+# in no op (the checkpoint converter; each argument's gradient).
 # Where the entry's network has no gradient for a fault to scale (pow's exponent 0; a layer norm over 2 features,
 # whose outputs are +-1; an instance norm fed by a 1-element input), the fault goes into the same network one step
 # away: the exponent 2, 4 or 8 features.
@@ -89,6 +93,9 @@ _WITH_A_GRADIENT = {
     "pow-zero-exponent-grad-nan": lambda spec: _with_layer_params(spec, args=[{**_POW_BASE, "tensor": [1]}, 2.0]),
     "layer-norm-bfloat16-grad-inaccurate": lambda spec: replace(spec, features=4),
     "batch-norm-stats-saved-in-checkpoint": lambda spec: replace(spec, features=8),
+    # its network returns the base, whose gradient does not pass through the diagonal: return the updated diagonal
+    # (the fault's output, a new tensor and no view, also moves the forward: a forward divergence, new all the same)
+    "diagonal-inplace-update-lost": lambda spec: _with_layer_params(spec, read="view"),
 }
 _POW_BASE = {"low": 0.5, "high": 2.0, "offset": 0}
 

@@ -15,7 +15,7 @@ import sys
 from datetime import date
 
 from fuzz.registry.files import KNOWN_ISSUES_DIR, recorded_failure, recorded_spec
-from fuzz.registry.fixes import load_fix
+from fuzz.registry.fixes import Fix, load_fix, with_bases
 from fuzz.registry.issue import VERSIONS_FILE, KnownIssue, installed_thunder
 from fuzz.registry.known_issues import KNOWN_ISSUES
 from fuzz.registry.signatures import read_entry
@@ -81,8 +81,16 @@ def draft_of(issue: KnownIssue, source: str, exits: dict[str, int]) -> Draft:
         upstream.get("matches", []),
         upstream.get("related", []),
         f"registry entry `known_issues/{issue.id}`",
-        None if (fix := load_fix(issue.id)) is None else (fix.why, fix.diff()),
+        None if (fix := load_fix(issue.id)) is None else _candidate(fix),
     )
+
+
+def _candidate(fix: Fix) -> tuple[str, str]:
+    """The fix's why and diff; a fix that builds on others says so, and its diff holds theirs first."""
+    why = fix.why
+    if fix.builds_on:
+        why += f" It builds on the fix of {', '.join(fix.builds_on)}: the diff below holds that fix first."
+    return why, "".join(each.diff() for each in with_bases([fix]))
 
 
 def main(argv: list[str]) -> int:

@@ -49,13 +49,15 @@ class Edit:
 @dataclass(frozen=True)
 class Fix:
     """Entry ``entry``'s candidate fix: its ``edits``; ``backport``: the upstream pull request it backports, if any;
-    ``thunder_tests``: the selections of thunder's own tests (pytest arguments) that cover what it touches."""
+    ``thunder_tests``: the selections of thunder's own tests (pytest arguments) that cover what it touches;
+    ``builds_on``: the entries whose fixes it needs in place (applied with it wherever it is applied)."""
 
     entry: str
     edits: tuple[Edit, ...]
     why: str
     backport: str | None = None
     thunder_tests: tuple[str, ...] = field(default=())
+    builds_on: tuple[str, ...] = field(default=())
 
     def diff(self) -> str:
         """The unified diff of the edits against the installed source files (paths as in the wheel)."""
@@ -105,7 +107,7 @@ def _edited(text: str, edits: Sequence[Edit], module: str) -> str:
 
 def load_fix(entry: str) -> Fix | None:
     """Entry ``entry``'s fix (None: the entry has no fix.py). Its module defines ``EDITS`` and ``WHY``, optionally
-    ``BACKPORT`` and ``THUNDER_TESTS``."""
+    ``BACKPORT``, ``THUNDER_TESTS`` and ``BUILDS_ON``."""
     path = KNOWN_ISSUES_DIR / entry / FIX_FILE
     if not path.exists():
         return None
@@ -117,7 +119,25 @@ def load_fix(entry: str) -> Fix | None:
         namespace["WHY"],
         namespace.get("BACKPORT"),
         tuple(namespace.get("THUNDER_TESTS", ())),
+        tuple(namespace.get("BUILDS_ON", ())),
     )
+
+
+def with_bases(fixes: Sequence[Fix]) -> list[Fix]:
+    """``fixes``, each preceded by the fixes it builds on (theirs first), every fix once."""
+    ordered: list[Fix] = []
+    seen: set[str] = set()
+
+    def add(fix: Fix) -> None:
+        if fix.entry not in seen:
+            seen.add(fix.entry)
+            for base in fixes_for(fix.builds_on):
+                add(base)
+            ordered.append(fix)
+
+    for fix in fixes:
+        add(fix)
+    return ordered
 
 
 def _changed_statements(old: str, new: str) -> list[ast.stmt]:
@@ -193,10 +213,10 @@ def _plan(module_name: str, edits: tuple[Edit, ...]) -> tuple[ModuleType, Path, 
 
 @contextlib.contextmanager
 def applied(fixes: Sequence[Fix]) -> Iterator[None]:
-    """The process with ``fixes`` applied, undone on exit (also on error). Raises `StaleFixError` before changing
-    anything when an edit does not fit."""
+    """The process with ``fixes`` (and the fixes they build on) applied, undone on exit (also on error). Raises
+    `StaleFixError` before changing anything when an edit does not fit."""
     # One plan per module, of every fix's edits together: two fixes of one function make one new body.
-    edits = [edit for fix in fixes for edit in fix.edits]
+    edits = [edit for fix in with_bases(fixes) for edit in fix.edits]
     plans = [_plan(module_name, tuple(module_edits)) for module_name, module_edits in _by_module(edits).items()]
     touched = {module for module, _, _ in plans} | {sys.modules[n] for n in _REGISTRY_MODULES if n in sys.modules}
     snapshots = [_snapshot(module) for module in touched]
