@@ -136,6 +136,13 @@ def test_a_fix_that_builds_on_another_brings_it_wherever_it_is_applied():
     assert empty == ["expand-to-zero-size-crash", "empty-output-loses-requires-grad"]
 
 
+def test_a_failure_a_fixs_base_explains_is_credited_to_the_base_not_to_the_fix_that_brought_it():
+    on_clone = recorded_spec("inplace-op-on-clone-wrong-grad")  # silu's fix builds on this entry's
+    assert check_spec(on_clone).failure is not None
+    silu = load_fix("inplace-silu-wrong-grad")
+    assert credited_fixes(on_clone, [silu], check_spec) == ("inplace-op-on-clone-wrong-grad",)
+
+
 def test_a_failure_is_credited_to_the_fix_that_makes_it_pass_not_to_the_entry_it_looks_like():
     fixes, notices = fixes_on(installed_thunder())
     assert not notices and {fix.entry for fix in fixes} == set(FIXED)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 from fuzz.generate.spec import NetSpec
 from fuzz.judge.outcome import Outcome
-from fuzz.registry.fixes import Fix, StaleFixError, applied, load_fix, with_bases
+from fuzz.registry.fixes import Fix, StaleFixError, applied, fixes_for, load_fix, with_bases
 from fuzz.registry.known_issues import KNOWN_ISSUES
 
 
@@ -34,7 +34,8 @@ def credited_fixes(
     """The entries whose fixes explain a failure of ``spec``: () when ``judge`` still fails it (or gives no verdict)
     with every fix applied; else the fix of a ``matching`` entry that alone makes it pass, or the smallest half (by
     bisection: about 2 log2 of the fixes' count in thunderfx runs) down to one fix, or, where only fixes from both
-    halves together do, a chain: that set less each fix it passes without (one more run per fix in it)."""
+    halves together do, a chain: that set less each fix it passes without (one more run per fix in it). A fix that
+    builds on others brings them: where they alone make it pass, the credit is theirs."""
 
     def passes(some: Sequence[Fix]) -> bool:
         with applied(some):
@@ -55,4 +56,6 @@ def credited_fixes(
     for fix in list(fixes) if len(fixes) > 1 else []:  # a chain, made minimal: each fix it can do without goes
         if passes(rest := [other for other in fixes if other is not fix]):
             fixes = rest
+    if len(fixes) == 1 and fixes[0].builds_on and passes(bases := fixes_for(fixes[0].builds_on)):
+        return credited_fixes(spec, bases, judge)  # a fix applies the fixes it builds on: they may be the cause
     return tuple(fix.entry for fix in fixes)
