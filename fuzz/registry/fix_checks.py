@@ -97,8 +97,10 @@ def reproduction_verdicts(fix: Fix) -> dict[str, object]:
     issue = next(issue for issue in KNOWN_ISSUES if issue.id == fix.entry)
     specs = reproductions(fix.entry)
     stock = [check_spec(spec) for spec in specs]
-    with applied(fixes_for(fix.builds_on)):
-        bases_only = [check_spec(spec) for spec in specs] if fix.builds_on else stock
+    bases_only = {}
+    if fix.builds_on:
+        with applied(fixes_for(fix.builds_on)):
+            bases_only["fail_bases_only"] = sum(o.valid and o.failure is not None for o in map(check_spec, specs))
     with applied([fix]):
         fixed = [check_spec(spec) for spec in specs]
     others = {
@@ -109,7 +111,7 @@ def reproduction_verdicts(fix: Fix) -> dict[str, object]:
     return {
         "reproductions": len(specs),
         "fail_stock": sum(o.valid and o.failure is not None for o in stock),
-        **({"fail_bases_only": sum(o.valid and o.failure is not None for o in bases_only)} if fix.builds_on else {}),
+        **bases_only,
         "pass_fixed": sum(o.valid and o.failure is None for o in fixed),
         "another_bug_fixed": others,
         "registered_passes_fixed": fixed[0].valid and fixed[0].failure is None,
@@ -139,8 +141,8 @@ def thunder_tests(fix: Fix) -> dict[str, object]:
         path, *rest = shlex.split(selection)
         args = [str(_THUNDER_ROOT / path), *rest, "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
         ends = {}
-        for name, entries in (("stock", ()), ("fixed", (fix.entry,))):
-            ran = _run(_under(entries, "pytest", args), 3000)
+        for name in ("stock", "fixed"):
+            ran = _run(_under(_ways(fix)[name], "pytest", args), 3000)
             found = _SUMMARY.findall(ran.stdout)
             ends[name] = _outcomes(found[-1]) if found else f"{_NO_SUMMARY} (exit {ran.returncode})"
         results[selection] = {**ends, "same": _selection_passes(ends["stock"], ends["fixed"])}

@@ -56,6 +56,7 @@ def credited_fixes(
     for fix in list(fixes) if len(fixes) > 1 else []:  # a chain, made minimal: each fix it can do without goes
         if passes(rest := [other for other in fixes if other is not fix]):
             fixes = rest
-    if len(fixes) == 1 and fixes[0].builds_on and passes(bases := fixes_for(fixes[0].builds_on)):
-        return credited_fixes(spec, bases, judge)  # a fix applies the fixes it builds on: they may be the cause
+    if len(fixes) == 1 and fixes[0].builds_on:  # a fix applies the fixes it builds on: they may be the cause
+        if by_bases := credited_fixes(spec, fixes_for(fixes[0].builds_on), judge):
+            return by_bases
     return tuple(fix.entry for fix in fixes)
