@@ -27,6 +27,16 @@ from tests.campaign_runs import ROOT
 FIXED = sorted(path.parent.name for path in KNOWN_ISSUES_DIR.glob(f"*/{FIX_FILE}"))
 
 
+def test_docs_upstream_says_which_entries_have_a_fix_here():
+    # docs/upstream.md's "candidate fix here" column is kept by hand: "yes" exactly where the entry has a fix.py.
+    rows = [line.split("|") for line in (ROOT / "docs" / "upstream.md").read_text().splitlines()]
+    column = {
+        row[1].strip(): row[4].strip() for row in rows if len(row) > 5 and (KNOWN_ISSUES_DIR / row[1].strip()).is_dir()
+    }
+    assert sorted(column) == sorted(path.name for path in KNOWN_ISSUES_DIR.iterdir() if path.is_dir())
+    assert sorted(entry for entry, said in column.items() if said.startswith("yes")) == FIXED
+
+
 def _pow_zero_grad() -> list[float]:
     torch._dynamo.reset()  # dynamo's recompile limit per code object would run this lambda eagerly (eager is right)
     x = torch.tensor([0.0, 2.0], requires_grad=True)
@@ -157,6 +167,16 @@ def test_a_failure_is_credited_to_the_fix_that_makes_it_pass_not_to_the_entry_it
     unfixed = recorded_spec("inplace-view-grad-dropped")  # no fix touches it: still fails, credited to none
     assert check_spec(unfixed).failure is not None
     assert credited_fixes(unfixed, fixes, judge) == ()
+
+
+def test_an_entry_named_first_is_tried_alone_first_so_a_repeated_form_costs_two_runs_not_a_bisection():
+    fixes, _ = fixes_on(installed_thunder())
+    prelu = recorded_spec("prelu-zero-dim-weight-crash")
+    runs = []
+    judge = lambda spec: runs.append(spec) or check_spec(spec)  # noqa: E731
+    first = ["inplace-view-grad-dropped", "pow-zero-exponent-grad-nan", "binary-op-zero-dim-tensor-crash"]
+    assert credited_fixes(prelu, fixes, judge, first) == ("binary-op-zero-dim-tensor-crash",)
+    assert len(runs) == 3  # every fix, pow's alone (still fails), the 0-dim operand's alone; no fix for the first
 
 
 def test_x_plus_its_mean_in_a_checkpoint_is_binary_op_zero_dim_tensor_crash_by_its_fix():

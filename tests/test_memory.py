@@ -16,12 +16,13 @@ from torch.utils.checkpoint import checkpoint
 
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.judge.harness import check_spec
+from fuzz.registry.fixes import applied, fixes_for
 from fuzz.registry.issue import explained_by
 from fuzz.registry.known_issues import KNOWN_ISSUES
 from fuzz.report.repro import repro_source
 from fuzz.report.stats import saved_ratios
 from fuzz.run.passes import SavedForBackward
-from fuzz.run.regions import INTERMEDIATE, OUTPUT, POLICY_SAVED, RECOMPUTED_TOO, WIDER_COPY
+from fuzz.run.regions import GENERATOR_STATE, INTERMEDIATE, OUTPUT, POLICY_SAVED, RECOMPUTED_TOO, WIDER_COPY
 from tests.campaign_runs import run_campaign, run_repro
 from tests.faults import injected
 
@@ -115,6 +116,19 @@ def test_intermediates_saved_and_recomputed_too_are_no_memory_failure():
     assert outcome.failure is None, outcome.failure
     regions = outcome.compile_report.regions
     assert regions.saved[RECOMPUTED_TOO] == 16 and "var_mean" in regions.regions[0].recomputed
+
+
+def test_a_generator_state_kept_for_a_replayed_draw_is_no_memory_failure_and_the_draw_itself_would_be():
+    # dropout-in-checkpoint-fresh-mask's fix: a checkpointed CPU dropout keeps the generator's state before its draw
+    # and backward replays it. The state is shown, not failed; stock thunder draws afresh (a gradient failure).
+    spec = NetSpec(features=8, layers=[LayerSpec("dropout", {"p": "0.5"})], checkpoints=[CheckpointSpec(0, 1)], batch=2)
+    assert check_spec(spec).failure.failure_class == "gradient-divergence"
+    with applied(fixes_for(["dropout-in-checkpoint-fresh-mask"])):
+        outcome = check_spec(spec)
+    assert outcome.failure is None, outcome.failure
+    regions = outcome.compile_report.regions
+    assert regions.saved[GENERATOR_STATE] == torch.get_rng_state().numel()
+    assert not regions.not_recomputed() and INTERMEDIATE not in regions.saved
 
 
 def test_a_region_thunder_no_longer_recomputes_is_a_memory_failure_naming_that_region_only():

@@ -21,6 +21,9 @@ from fuzz.registry.novelty import credited_fixes, fixes_on
 from fuzz.report.stats import CampaignStats
 
 FIXED_NOT = "it still fails with the entry's fix applied"
+# How many of the entries a campaign process credited last a failure's re-judge tries alone before bisecting: a form
+# of one of them costs two thunderfx runs instead of about 2 log2 of the fixes' count.
+RECENT_FIRST = 3
 
 
 class KnownBugs:
@@ -36,6 +39,7 @@ class KnownBugs:
         in_flight: Callable[[NetSpec, float | None], AbstractContextManager[None]],
     ) -> None:
         self.converter, self.budget, self.stats, self.check, self.in_flight = converter, budget, stats, check, in_flight
+        self.recent: list[str] = []  # the entries credited last, most recent first (`RECENT_FIRST` of them)
 
     @cached_property
     def fixes(self) -> list[Fix]:
@@ -96,9 +100,12 @@ class KnownBugs:
             return judged
 
         try:
-            return credited_fixes(outcome.spec, self.fixes, judge, [issue.id for issue in known])
+            credited = credited_fixes(outcome.spec, self.fixes, judge, [*(issue.id for issue in known), *self.recent])
         finally:
             self.stats.fix_rejudge_s += time.monotonic() - started
+        if len(credited) == 1:  # most failures of a campaign are forms of a few bugs: try these first next time
+            self.recent = [credited[0], *(entry for entry in self.recent if entry != credited[0])][:RECENT_FIRST]
+        return credited
 
     def explained(
         self,

@@ -29,10 +29,11 @@ def fixes_on(thunder: str) -> tuple[list[Fix], list[str]]:
 
 
 def credited_fixes(
-    spec: NetSpec, fixes: Sequence[Fix], judge: Callable[[NetSpec], Outcome], matching: Sequence[str] = ()
+    spec: NetSpec, fixes: Sequence[Fix], judge: Callable[[NetSpec], Outcome], first: Sequence[str] = ()
 ) -> tuple[str, ...]:
     """The entries whose fixes explain a failure of ``spec``: () when ``judge`` still fails it (or gives no verdict)
-    with every fix applied; else the fix of a ``matching`` entry that alone makes it pass, or the smallest half (by
+    with every fix applied; else the fix of an entry in ``first`` (tried alone, in that order: the entries whose
+    triggers match, then those a campaign credited last) that alone makes it pass, or the smallest half (by
     bisection: about 2 log2 of the fixes' count in thunderfx runs) down to one fix, or, where only fixes from both
     halves together do, a chain: that set less each fix it passes without (one more run per fix in it). A fix that
     builds on others brings them: where they alone make it pass, the credit is theirs."""
@@ -44,9 +45,9 @@ def credited_fixes(
 
     if not fixes or not passes(fixes):
         return ()
-    for fix in (fix for fix in fixes if fix.entry in matching and len(fixes) > 1):
-        if passes([fix]):
-            return (fix.entry,)
+    tried_first = [fix for entry in dict.fromkeys(first) for fix in fixes if fix.entry == entry]
+    if len(fixes) > 1 and (alone := next((fix for fix in tried_first if passes([fix])), None)) is not None:
+        fixes = [alone]
     while len(fixes) > 1:
         middle = len(fixes) // 2
         half = next((half for half in (fixes[:middle], fixes[middle:]) if passes(half)), None)

@@ -33,6 +33,9 @@ MATMUL_OPS = frozenset({"linear", "matmul", "mm", "addmm", "bmm", "baddbmm"})
 # Saved and recomputed too: a checkpointed batch_norm's running-stat update (an in-place copy) is replayed in backward
 # from the forward's saved mean and variance, while the gradient uses their recomputation (thunder 0.2.6).
 RECOMPUTED_TOO = "region intermediates recomputed too (an update's replay reads the saved copy)"
+# A recomputed random op replays its forward draw from the generator's state, kept as eager's checkpoint keeps it
+# (preserve_rng_state): a CPU generator's state is a uint8 tensor that a random op returns beside its values.
+GENERATOR_STATE = "random-number generator states (a recomputed random op replays its draw)"
 OUTPUT = "region outputs (kept by design)"
 REGION_INPUT = "region inputs"
 WIDER_COPY = "wider copies of activations outside regions"
@@ -111,6 +114,15 @@ def _itemsize(proxy) -> int:
     return to_torch_dtype(proxy.dtype).itemsize
 
 
+def _is_generator_state(proxy, producer) -> bool:
+    """A CPU generator's state (uint8, the shape of `torch.get_rng_state()`) returned by a random op."""
+    from thunder.core.dtypes import uint8
+    from thunder.core.prims import OpTags
+
+    random = OpTags.RANDOM_OP in (producer.sym.tags or ())
+    return random and proxy.dtype == uint8 and tuple(proxy.shape) == tuple(torch.get_rng_state().shape)
+
+
 def _nbytes(proxy) -> int:
     numel = 1
     for size in proxy.shape:
@@ -178,6 +190,8 @@ def _read_thunder(module, report: RegionReport) -> None:
             reason = NETWORK_INPUT
         elif region is not None and is_output(source, region):
             reason, region.saved_outputs[name] = OUTPUT, nbytes
+        elif region is not None and _is_generator_state(proxy, producer[source]):
+            reason = GENERATOR_STATE
         elif region is not None and region.policy and producer[source].sym.name in MATMUL_OPS:
             reason = POLICY_SAVED
         elif region is not None:
