@@ -118,7 +118,7 @@ def test_intermediates_saved_and_recomputed_too_are_no_memory_failure():
     assert regions.saved[RECOMPUTED_TOO] == 16 and "var_mean" in regions.regions[0].recomputed
 
 
-def test_a_generator_state_kept_for_a_replayed_draw_is_no_memory_failure_and_the_draw_itself_would_be():
+def test_a_generator_state_kept_for_a_replayed_draw_is_no_memory_failure_and_stock_thunder_a_gradient_divergence():
     # dropout-in-checkpoint-fresh-mask's fix: a checkpointed CPU dropout keeps the generator's state before its draw
     # and backward replays it. The state is shown, not failed; stock thunder draws afresh (a gradient failure).
     spec = NetSpec(features=8, layers=[LayerSpec("dropout", {"p": "0.5"})], checkpoints=[CheckpointSpec(0, 1)], batch=2)

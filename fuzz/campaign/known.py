@@ -21,8 +21,7 @@ from fuzz.registry.novelty import credited_fixes, fixes_on
 from fuzz.report.stats import CampaignStats
 
 FIXED_NOT = "it still fails with the entry's fix applied"
-# How many of the entries a campaign process credited last a failure's re-judge tries alone before bisecting: a form
-# of one of them costs two thunderfx runs instead of about 2 log2 of the fixes' count.
+# Entries this process credited most recently, tried alone before bisecting: a repeat costs 2 runs, not ~2 log2(N).
 RECENT_FIRST = 3
 
 
@@ -88,7 +87,8 @@ class KnownBugs:
 
     def credited(self, outcome: Outcome, known: Sequence[KnownIssue]) -> tuple[str, ...]:
         """The entries whose fixes explain ``outcome``'s failure (`fuzz.registry.novelty.credited_fixes`: it passes
-        with them applied); () for a pass or a failure they do not explain."""
+        with them applied); () for a pass or a failure they do not explain. Where two fixes each explain it alone,
+        the one tried first wins: the trigger-matching entries', then those this process credited last."""
         if not outcome.valid or outcome.failure is None or not self.fixes:
             return ()
         started, limit = time.monotonic(), self.budget.shrinking_timeout_s()

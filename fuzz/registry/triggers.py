@@ -135,7 +135,7 @@ NODE_PREDICATES: dict[str, NodePredicate] = {
     ),
     # A pooling call's padding: keyword, or fourth positional argument (default 0).
     "pooling-padding": _op_params(lambda p: any(ints([p["kwargs"].get("padding", (p["args"] + [0] * 4)[3])]))),
-    "negative-correction": _op_params(lambda p: any(i < 0 for i in ints([p["kwargs"].get("correction")]))),
+    "negative-correction": _op_params(lambda p: _number(c := p["kwargs"].get("correction")) and c < 0),
     "negative-padding": _op_params(lambda p: any(i < 0 for i in ints([*p["args"][1:2], p["kwargs"].get("pad")]))),
     # A pooling call's stride: keyword, third positional argument, or the default None.
     "stride-none": _op_params(lambda p: p["kwargs"].get("stride", (p["args"] + [None] * 3)[2]) is None),

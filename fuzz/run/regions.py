@@ -36,6 +36,7 @@ RECOMPUTED_TOO = "region intermediates recomputed too (an update's replay reads 
 # A recomputed random op replays its forward draw from the generator's state, kept as eager's checkpoint keeps it
 # (preserve_rng_state): a CPU generator's state is a uint8 tensor that a random op returns beside its values.
 GENERATOR_STATE = "random-number generator states (a recomputed random op replays its draw)"
+_GENERATOR_STATE_SHAPE = tuple(torch.get_rng_state().shape)
 OUTPUT = "region outputs (kept by design)"
 REGION_INPUT = "region inputs"
 WIDER_COPY = "wider copies of activations outside regions"
@@ -115,12 +116,14 @@ def _itemsize(proxy) -> int:
 
 
 def _is_generator_state(proxy, producer) -> bool:
-    """A CPU generator's state (uint8, the shape of `torch.get_rng_state()`) returned by a random op."""
+    """A CPU generator's state (uint8, the shape of `torch.get_rng_state()`) that a random op returns beside its
+    values (never its first result, which is the values)."""
     from thunder.core.dtypes import uint8
     from thunder.core.prims import OpTags
 
+    beside = len(producer.flat_proxy_outs) > 1 and producer.flat_proxy_outs[0].name != proxy.name
     random = OpTags.RANDOM_OP in (producer.sym.tags or ())
-    return random and proxy.dtype == uint8 and tuple(proxy.shape) == tuple(torch.get_rng_state().shape)
+    return random and beside and proxy.dtype == uint8 and tuple(proxy.shape) == _GENERATOR_STATE_SHAPE
 
 
 def _nbytes(proxy) -> int:
