@@ -16,6 +16,7 @@ from torch.utils.checkpoint import checkpoint
 
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.judge.harness import check_spec
+from fuzz.registry.files import recorded_spec
 from fuzz.registry.fixes import applied, fixes_for
 from fuzz.registry.issue import explained_by
 from fuzz.registry.known_issues import KNOWN_ISSUES
@@ -121,7 +122,7 @@ def test_intermediates_saved_and_recomputed_too_are_no_memory_failure():
 def test_a_generator_state_kept_for_a_replayed_draw_is_no_memory_failure_and_stock_thunder_a_gradient_divergence():
     # dropout-in-checkpoint-fresh-mask's fix: a checkpointed CPU dropout keeps the generator's state before its draw
     # and backward replays it. The state is shown, not failed; stock thunder draws afresh (a gradient failure).
-    spec = NetSpec(features=8, layers=[LayerSpec("dropout", {"p": "0.5"})], checkpoints=[CheckpointSpec(0, 1)], batch=2)
+    spec = recorded_spec("dropout-in-checkpoint-fresh-mask")  # Dropout(0.5) in one checkpoint, batch 2, 8 features
     assert check_spec(spec).failure.failure_class == "gradient-divergence"
     with applied(fixes_for(["dropout-in-checkpoint-fresh-mask"])):
         outcome = check_spec(spec)
