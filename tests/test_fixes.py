@@ -18,7 +18,7 @@ from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.judge.harness import check_spec
 from fuzz.registry.files import recorded_spec
 from fuzz.registry.fix_checks import FIX_RECORD, PASSING_KEY, PassingCheck, _no_worse, _selection_passes
-from fuzz.registry.fixes import FIX_FILE, Edit, Fix, StaleFixError, applied, load_fix, with_bases
+from fuzz.registry.fixes import FIX_FILE, Edit, Fix, StaleFixError, applied, fixes_for, load_fix, with_bases
 from fuzz.registry.issue import KNOWN_ISSUES_DIR, installed_thunder
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.registry.novelty import credited_fixes, fixes_on
@@ -194,6 +194,19 @@ def test_x_plus_its_mean_in_a_checkpoint_is_binary_op_zero_dim_tensor_crash_by_i
         grad()
     with applied([load_fix("binary-op-zero-dim-tensor-crash")]):
         assert torch.allclose(grad(), torch.full((5,), 2.0))  # each x_i: 1 from itself, 5 x 1/5 through the mean
+
+
+def test_an_inplace_update_in_a_nested_checkpoint_is_made_right_by_the_inplace_update_entrys_fix():
+    """`y = linear(x); y += x; y.mul_(0.5)` in a checkpoint nested in a checkpoint (the nightly of 2026-12-05): with
+    nested-checkpoint-crash's fix alone it runs and loses the mul_ (output 2x); inplace-update-in-checkpoint-wrong-
+    grad's fix updates the nested region's body and carries its updated output out of the outer region."""
+    flat = recorded_spec("inplace-update-in-checkpoint-wrong-grad")
+    nested = replace(flat, checkpoints=[replace(c, nested=True) for c in flat.checkpoints])
+    with applied(fixes_for(["nested-checkpoint-crash"])):
+        failure = check_spec(nested).failure
+    assert failure is not None and failure.failure_class == "forward-divergence"
+    with applied(fixes_for(["nested-checkpoint-crash", "inplace-update-in-checkpoint-wrong-grad"])):
+        assert check_spec(nested).failure is None
 
 
 def test_two_fixes_of_one_function_both_apply_and_a_class_a_fix_adds_is_gone_after():

@@ -1,5 +1,10 @@
-"""The profiles keep their database whatever profile is current when they are registered (CI sets one)."""
+"""The profiles keep their database whatever profile is current when they are registered (CI sets one), and a failure
+shrinks until it is minimal (no cap of Hypothesis's on shrinking time)."""
 
+import time
+
+import hypothesis.internal.conjecture.engine as engine
+import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase
@@ -51,3 +56,33 @@ def test_a_seeded_generation_repeats_and_keeps_the_database(tmp_path):
     seed_generation(1234)
     _draws_of_a_failing_test(DirectoryBasedExampleDatabase(tmp_path))
     assert list(tmp_path.rglob("*")), "the failure went to the database (@seed would have turned it off)"
+
+
+def _shrunk_past_a_slow_clock() -> int:
+    """The failing value a test (fails for x >= 10) shrinks to when every clock reading is 100 s after the last."""
+    clock, perf_counter = iter(range(0, 10**9, 100)), time.perf_counter
+    failing = []
+
+    @settings(database=None, deadline=None, phases=(Phase.generate, Phase.shrink), max_examples=100)
+    @given(st.integers(0, 10**6))
+    def fails_from_10(x):
+        if x >= 10:
+            failing.append(x)
+            raise AssertionError
+
+    seed_generation(7)
+    time.perf_counter = lambda: float(next(clock))
+    try:
+        with pytest.raises(AssertionError):
+            fails_from_10()
+    finally:
+        time.perf_counter = perf_counter
+    return min(failing)
+
+
+def test_a_failure_shrinks_to_the_minimal_example_however_long_shrinking_takes(monkeypatch, tmp_path):
+    monkeypatch.setattr(engine, "MAX_SHRINKING_SECONDS", 300)  # Hypothesis's own cap: cut after 3 slow readings
+    assert _shrunk_past_a_slow_clock() > 10
+    register_profiles(DirectoryBasedExampleDatabase(tmp_path))  # the campaign's set-up lifts the cap
+    assert engine.MAX_SHRINKING_SECONDS == float("inf")
+    assert _shrunk_past_a_slow_clock() == 10

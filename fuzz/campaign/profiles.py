@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import hypothesis.core
+import hypothesis.internal.conjecture.engine
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import ExampleDatabase
 
@@ -12,7 +14,8 @@ PROFILES = ("ci", "dev", "nightly", "replay")
 
 
 def register_profiles(database: ExampleDatabase) -> None:
-    """Register ``ci``, ``dev``, ``nightly`` and ``replay``, all on ``database`` (see `fuzz.campaign.database`).
+    """Register ``ci``, ``dev``, ``nightly`` and ``replay``, all on ``database`` (see `fuzz.campaign.database`), and
+    lift Hypothesis's own cap on shrinking time (`lift_shrinking_time_cap`).
 
     Each is built on Hypothesis's ``default`` profile, not on the current one: with the CI
     environment variable set, the current one is Hypothesis's built-in ``ci`` profile, whose
@@ -36,6 +39,7 @@ def register_profiles(database: ExampleDatabase) -> None:
         print_blob=True,
         report_multiple_bugs=True,
     )
+    lift_shrinking_time_cap()
     # ci: derandomized (Hypothesis then allows no database) and small.
     settings.register_profile("ci", max_examples=4, derandomize=True, database=None, **common)
     settings.register_profile("dev", max_examples=25, derandomize=False, database=database, **common)
@@ -47,6 +51,18 @@ def register_profiles(database: ExampleDatabase) -> None:
         parent=settings(max_examples=1, database=database, **common),
         phases=(Phase.explicit, Phase.reuse, Phase.shrink),
     )
+
+
+def lift_shrinking_time_cap() -> None:
+    """Let a failure shrink until it is minimal, however long that takes.
+
+    Hypothesis stops shrinking after 300 s (``MAX_SHRINKING_SECONDS``) and reports what it has, a network that is not
+    minimal, as if shrunk: on a loaded machine (a thunderfx compile per shrink step) that cut a self-test's tanh fault
+    at seq=1 instead of the minimal network. How long shrinking may take is the campaign's budget's to decide
+    (`fuzz.campaign.budget`: it keeps a finding unshrunk and says so); without a budget, shrinking ends when it is
+    done. (hypothesis 6.1xx internals, read at each shrink's start, guarded by tests/test_profiles.py.)
+    """
+    hypothesis.internal.conjecture.engine.MAX_SHRINKING_SECONDS = math.inf
 
 
 def seed_generation(value: int) -> None:

@@ -178,6 +178,10 @@ SPEC_PREDICATES: dict[str, tuple[Callable[[NetSpec], bool], Callable[[NetSpec], 
         lambda spec: spec.model is not None and spec.model.dropout > 0 and spec.model.checkpointing,
         lambda spec: replace(spec, model=replace(spec.model, dropout=0.0)),
     ),
+    "model-sdpa-attention": (
+        lambda spec: spec.model is not None and spec.model.attention == "sdpa",
+        lambda spec: replace(spec, model=replace(spec.model, attention="eager")),
+    ),
     # Training steps whose batch size changes: dynamo recompiles the network with a dynamic batch dim.
     "batch-size-changes": (
         lambda spec: spec.training is not None and len(set(spec.training.batches or ())) > 1,
