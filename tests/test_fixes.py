@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,6 +15,8 @@ import torch
 from thunder.dynamo import thunderfx
 from torch.utils.checkpoint import checkpoint
 
+from fuzz.campaign.budget import ItemBudget
+from fuzz.campaign.known import KnownBugs
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.judge.harness import check_spec
 from fuzz.registry.files import recorded_spec
@@ -22,6 +25,7 @@ from fuzz.registry.fixes import FIX_FILE, Edit, Fix, StaleFixError, applied, fix
 from fuzz.registry.issue import KNOWN_ISSUES_DIR, installed_thunder
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.registry.novelty import credited_fixes, fixes_on
+from fuzz.report.stats import CampaignStats
 from tests.campaign_runs import ROOT
 
 FIXED = sorted(path.parent.name for path in KNOWN_ISSUES_DIR.glob(f"*/{FIX_FILE}"))
@@ -177,6 +181,27 @@ def test_an_entry_named_first_is_tried_alone_first_so_a_repeated_form_costs_two_
     first = ["inplace-view-grad-dropped", "pow-zero-exponent-grad-nan", "binary-op-zero-dim-tensor-crash"]
     assert credited_fixes(prelu, fixes, judge, first) == ("binary-op-zero-dim-tensor-crash",)
     assert len(runs) == 3  # every fix, pow's alone (still fails), the 0-dim operand's alone; no fix for the first
+
+
+def test_a_campaign_process_tries_the_entry_it_credited_last_alone_first():
+    runs = []
+    check = lambda spec, limit, rerun: runs.append(spec) or check_spec(spec)  # noqa: E731
+    known = KnownBugs("fixed", ItemBudget(None, 1, None), CampaignStats(), check, lambda spec, limit: nullcontext())
+    known.fixes = fixes_for(  # four fixes: a short bisection
+        [
+            "pow-zero-exponent-grad-nan",
+            "nll-loss-unbatched-dtype-crash",
+            "binary-op-zero-dim-tensor-crash",
+            "max-pool1d-padding-nan",
+        ]
+    )
+    prelu = check_spec(recorded_spec("prelu-zero-dim-weight-crash"))
+    assert known.credited(prelu, []) == ("binary-op-zero-dim-tensor-crash",)  # found by bisecting every fix
+    bisected = len(runs)
+    assert known.recent == ["binary-op-zero-dim-tensor-crash"]
+    runs.clear()
+    assert known.credited(prelu, []) == ("binary-op-zero-dim-tensor-crash",)
+    assert len(runs) == 2 < bisected  # every fix, then the one credited last alone
 
 
 def test_x_plus_its_mean_in_a_checkpoint_is_binary_op_zero_dim_tensor_crash_by_its_fix():
