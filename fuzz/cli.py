@@ -1,12 +1,11 @@
 """``ckpt-fuzz``: the harness for people; pytest stays the engine of every campaign, replay and registry check.
 
-Exit codes: ``run``, ``replay`` and ``known-issues`` exit as pytest does (0 nothing failed, 1 something
-failed, 2 interrupted, 4 a bad option); ``check`` as a repro.py (0 thunderfx matches, 1 it fails, 2 could not
-run); ``report`` 0, or 2 when the run is not there (``report --merge`` 0 when the merged campaign passed, 1 when it
-found something, 2 when the runs cannot be merged or a job did not complete); ``bisect`` 0 once its table is
-printed, 2 when the repro ran on no version. ``--thunder VERSION`` (run, check, replay, known-issues) runs the
-command on that thunder, installed into its own cached folder over the venv's torch: a version, ``nightly`` (the
-newest), ``release`` or ``pinned``.
+Exit codes: ``run``, ``replay`` and ``known-issues`` exit as pytest does (0 nothing failed, 1 something failed, 2
+interrupted, 4 a bad option); ``check`` as a repro.py (0 a match, 1 a failure, 2 could not run); ``report`` 0, or 2
+when the run is not there (``report --merge`` 0 when the merged campaign passed, 1 when it found something, 2 when the
+runs cannot be merged or a job did not complete); ``bisect`` 0 once its table is printed, 2 when the repro ran on no
+version. ``--thunder VERSION`` (run, check, replay, known-issues) runs the command on that thunder (a version,
+``nightly``, ``release`` or ``pinned``), installed into its own cached folder over the venv's torch.
 """
 
 from __future__ import annotations
@@ -19,7 +18,8 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from fuzz.campaign.choices import CONVERTER_CHOICES, DEVICE_CHOICES
+from fuzz.campaign.choices import CONVERTER_CHOICES, DEFAULT_SHARDS, DEVICE_CHOICES
+from fuzz.judge.limits import DEFAULT_TIMEOUT_S
 from fuzz.report.run_folder import SUMMARY, find_run
 
 DEFAULT_ROOT = Path("fuzz-artifacts")
@@ -283,7 +283,7 @@ def _parser() -> argparse.ArgumentParser:
         help="xdist worker processes; 0: one process; auto: on CUDA --fuzz-workers-per-gpu per GPU, on CPU one per "
         "core (%(default)s)",
     )
-    run.add_argument("--shards", type=int, default=8, help="test items per family, spread over -n (%(default)s)")
+    run.add_argument("--shards", type=int, default=DEFAULT_SHARDS, help="test items per family, over -n (%(default)s)")
     run.add_argument(
         "--seed",
         type=int,
@@ -308,7 +308,7 @@ def _parser() -> argparse.ArgumentParser:
     check = command("check", _check, "one spec: eager vs thunderfx; exit 0 match, 1 failure, 2 could not run")
     check.add_argument("spec", type=Path, help="a spec.json, or a failure folder holding one")
     check.add_argument("--converter", default="fixed", choices=CONVERTER_CHOICES, help="(default: %(default)s)")
-    check.add_argument("--timeout", type=float, default=120.0, help="seconds thunderfx may take (%(default)s)")
+    check.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="thunderfx's seconds (%(default)s)")
     check.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="run it there (default: %(default)s)")
     thunder(check)
 

@@ -88,3 +88,30 @@ def test_a_models_failure_has_a_cluster_named_by_its_architecture():
     spec = zoo_spec(ZooModel("gpt2", heads=1, head_size=2, intermediate=4, checkpointing=False), vocab=8, seq=2)
     cluster = cluster_of(spec, GradientDivergence("grad of input"))
     assert "in gpt2:" in cluster["cluster_label"] and len(cluster["cluster"]) == 8
+
+
+def test_every_statistic_is_written_read_back_and_merged_by_its_own_rule():
+    def process(examples: int, startup_s: float, first_example_s: float) -> CampaignStats:
+        stats = CampaignStats(examples=examples, startup_s=startup_s, first_example_s=first_example_s)
+        stats.failing_examples["gradient-divergence"] += 1
+        stats.known_issues["pow-zero-exponent-grad-nan"][0] += 1
+        stats.op_axis_coverage["pow\texponent\tzero"][2] += 1
+        stats.saved_reasons["linear"]["intermediate"] += 8
+        stats.op_first_compiled_s["pow"] = startup_s
+        return stats
+
+    first, second = process(3, 5.0, 1.0), process(4, 2.0, 9.0)
+    written = first.to_dict()
+    assert written["failing_examples_by_class"] == {"gradient-divergence": 1}  # a field's own key in summary.json
+    assert CampaignStats.from_dict(written).to_dict() == written
+    first.merge(second)
+    merged = first.to_dict()
+    assert merged["examples"] == 7 and merged["failing_examples_by_class"] == {"gradient-divergence": 2}
+    assert merged["known_issues"] == {"pow-zero-exponent-grad-nan": [2, 0]}
+    assert merged["op_axis_coverage"] == {"pow\texponent\tzero": [0, 0, 2]}
+    assert merged["saved_reasons"] == {"linear": {"intermediate": 16}} and merged["op_first_compiled_s"] == {"pow": 2.0}
+    assert (merged["startup_s"], merged["first_example_s"]) == (2.0, 9.0)  # the earliest process's, as one pair
+    # An older run's summary lacks later keys (and wrote two counts per op axis): they start empty, or padded.
+    old = {key: value for key, value in written.items() if key not in ("fix_rejudge_s", "known_by_fix")}
+    old["op_axis_coverage"] = {"pow\texponent\tzero": [0, 0]}
+    assert CampaignStats.from_dict(old).op_axis_coverage["pow\texponent\tzero"] == [0, 0, 0]

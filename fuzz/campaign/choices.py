@@ -1,5 +1,5 @@
-"""The values of the harness's enumerated options; no torch here: the pytest plugin declares its options from these
-before anything heavy is imported."""
+"""The values of the harness's enumerated options, and its defaults; no torch here: the pytest plugin declares its
+options from these before anything heavy is imported."""
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 CONVERTER_CHOICES = ("fixed", "stock", "both")
@@ -7,3 +7,5 @@ CONVERTER_CHOICES = ("fixed", "stock", "both")
 # the problem, are not run); check: as xfail, and each registry entry's own spec is re-tested. exclude: the name older
 # runs recorded for what is now xfail (a replay of such a run passes it on).
 KNOWN_ISSUE_MODES = ("xfail", "check", "exclude")
+# Test items a campaign is split into per family, spread over the workers.
+DEFAULT_SHARDS = 8

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from fuzz.campaign.choices import DEVICE_CHOICES
+from fuzz.campaign.choices import DEFAULT_SHARDS, DEVICE_CHOICES
+from fuzz.judge.limits import DEFAULT_TIMEOUT_S
 from fuzz.strategies import MAX_DIM
 
 
@@ -34,8 +35,8 @@ class CampaignConfig:
     command: str = ""  # the command line that started the run, as the summary records it
     minutes: float | None = None
     started_at: float | None = None  # when the command started (time.time()): --fuzz-minutes counts from there
-    timeout_s: float | None = 120.0
-    shards: int = 8
+    timeout_s: float | None = DEFAULT_TIMEOUT_S
+    shards: int = DEFAULT_SHARDS
     profile: str = "dev"
     kinds: tuple[str, ...] | None = None
     dtypes: tuple[str, ...] | None = None

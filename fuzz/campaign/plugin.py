@@ -13,9 +13,10 @@ import warnings
 
 import pytest
 
-from fuzz.campaign.choices import CONVERTER_CHOICES, DEVICE_CHOICES, KNOWN_ISSUE_MODES
+from fuzz.campaign.choices import CONVERTER_CHOICES, DEFAULT_SHARDS, DEVICE_CHOICES, KNOWN_ISSUE_MODES
 from fuzz.campaign.database import DEFAULT_LOCATION, ENVIRONMENT_VARIABLE
 from fuzz.campaign.gpus import DEFAULT_WORKERS_PER_GPU
+from fuzz.judge.limits import DEFAULT_TIMEOUT_S
 from fuzz.strategies import MAX_DIM
 
 
@@ -35,8 +36,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--fuzz-run-id", default=None, help="this run's folder name (default: UTC time, profile, 4 hex)")
     group.addoption("--fuzz-minutes", type=float, default=None, help="wall-clock budget for generating new examples")
-    group.addoption("--fuzz-timeout", type=float, default=120.0, help="seconds one example may take under thunderfx")
-    group.addoption("--fuzz-shards", type=int, default=8, help="test items the campaign is split into (for -n)")
+    group.addoption(
+        "--fuzz-timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds one example may take under thunderfx"
+    )
+    group.addoption(
+        "--fuzz-shards", type=int, default=DEFAULT_SHARDS, help="test items the campaign is split into (for -n)"
+    )
     group.addoption(
         "--fuzz-database",
         default=None,

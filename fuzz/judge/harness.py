@@ -9,6 +9,7 @@ import torch
 
 from fuzz.generate.reduce import without_randomness
 from fuzz.generate.spec import NetSpec
+from fuzz.judge.limits import DEFAULT_TIMEOUT_S
 from fuzz.judge.memory import memory_failure
 from fuzz.judge.oracle import (
     CheckpointSpecific,
@@ -48,8 +49,6 @@ from fuzz.run.runner import (
     run_reference,
     training_of,
 )
-
-DEFAULT_TIMEOUT_S = 120.0
 
 
 def _non_finite_part(result: tuple, eager: tuple) -> tuple[tuple, tuple]:

@@ -14,7 +14,8 @@ from pathlib import Path
 import fuzz.judge.oracle
 from fuzz.generate.reduce import valid
 from fuzz.generate.spec import DTYPES, NetSpec
-from fuzz.judge.harness import DEFAULT_TIMEOUT_S, check_spec
+from fuzz.judge.harness import check_spec
+from fuzz.judge.limits import DEFAULT_TIMEOUT_S
 from fuzz.judge.oracle import ParityFailure, Triage, with_triage
 from fuzz.registry.issue import KNOWN_ISSUES_DIR, KnownIssue, explained_by, installed_thunder
 from fuzz.registry.known_issues import KNOWN_ISSUES

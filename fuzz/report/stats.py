@@ -6,7 +6,8 @@ import math
 import statistics
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import Field, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from fuzz.generate.coverage import region_kind, traits
@@ -43,67 +44,143 @@ class Confirmation:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class _Rule:
+    """How a statistic starts (``empty``), is written to and read from summary.json (``dump``, ``load``) and merges
+    with another process's (``merge``: a new value from both)."""
+
+    empty: Callable[[], Any]
+    dump: Callable[[Any], Any]
+    load: Callable[[Any], Any]
+    merge: Callable[[Any, Any], Any]
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _sorted_dict(mapping: dict) -> dict:
+    return dict(sorted(mapping.items()))
+
+
+def _counts(n: int) -> _Rule:
+    """Per key, ``n`` counts added element-wise (a record with fewer, from an older run, is padded with zeros)."""
+    return _Rule(
+        empty=lambda: defaultdict(lambda: [0] * n),
+        dump=_sorted_dict,
+        load=lambda data: defaultdict(lambda: [0] * n, {key: [*counts, *[0] * n][:n] for key, counts in data.items()}),
+        merge=lambda ours, theirs: defaultdict(
+            lambda: [0] * n,
+            {key: [a + b for a, b in zip(ours[key], theirs[key], strict=True)] for key in {*ours, *theirs}},
+        ),
+    )
+
+
+def _earliest(key: str) -> Callable[[Any, Any], Any]:
+    """The one of two records (or None) whose ``key`` is smaller."""
+    return lambda ours, theirs: min((r for r in (ours, theirs) if r is not None), key=lambda r: r[key], default=None)
+
+
+def _bound(pick: Callable[..., float]) -> Callable[[Any, Any], Any]:
+    """``pick`` (min or max) of two optional times."""
+    return lambda ours, theirs: pick((t for t in (ours, theirs) if t is not None), default=None)
+
+
+COUNT = _Rule(int, _same, _same, lambda a, b: a + b)
+SECONDS = _Rule(float, lambda seconds: round(seconds, 3), _same, lambda a, b: a + b)
+TALLY = _Rule(Counter, _sorted_dict, Counter, lambda a, b: a + b)
+TALLIES = _Rule(  # per key, a tally
+    lambda: defaultdict(Counter),
+    lambda tallies: {key: _sorted_dict(tally) for key, tally in sorted(tallies.items())},
+    lambda data: defaultdict(Counter, {key: Counter(tally) for key, tally in data.items()}),
+    lambda a, b: defaultdict(Counter, {key: a.get(key, Counter()) + b.get(key, Counter()) for key in {*a, *b}}),
+)
+LISTS = _Rule(  # per key, a list
+    lambda: defaultdict(list),
+    _sorted_dict,
+    lambda data: defaultdict(list, data),
+    lambda a, b: defaultdict(list, {key: [*a.get(key, []), *b.get(key, [])] for key in {*a, *b}}),
+)
+LIST = _Rule(list, _same, list, lambda a, b: [*a, *b])
+MAPPING = _Rule(dict, _sorted_dict, dict, lambda a, b: {**a, **b})
+EARLIEST_PER_KEY = _Rule(
+    dict, _same, dict, lambda a, b: {k: min(v for v in (a.get(k), b.get(k)) if v is not None) for k in {*a, *b}}
+)
+EARLIEST_START = _Rule(lambda: None, _same, _same, _bound(min))
+LATEST_END = _Rule(lambda: None, _same, _same, _bound(max))
+FIRST_FAILURE = _Rule(lambda: None, _same, _same, _earliest("after_s"))
+# startup_s and first_example_s are one measurement (the earliest process's): merged together, in `merge`.
+STARTUP = _Rule(lambda: None, _same, _same, lambda a, b: a)
+
+
+def stat(rule: _Rule, key: str | None = None) -> Any:
+    """A `CampaignStats` field kept by ``rule``, written to summary.json as ``key`` (default: the field's name)."""
+    return field(default_factory=rule.empty, metadata={"rule": rule, "key": key})
+
+
 @dataclass
 class CampaignStats:
-    """Counters of one process's examples; merged across xdist workers for the summary."""
+    """Counters of one process's examples; merged across xdist workers for the summary. Each field's rule
+    (`stat`) says how it is written to summary.json, read back and merged: `to_dict`, `from_dict` and `merge` derive
+    from them."""
 
-    examples: int = 0
-    valid: int = 0
-    compiled: int = 0
-    fell_back: int = 0
-    seconds: float = 0.0
-    repeats: int = 0  # Hypothesis calls answered from memory (a network the shard had already run)
-    timeout_reruns: int = 0  # thunderfx runs over the time limit, run once more before counting as a time-out
-    converter_comparisons: int = 0
-    converter_disagreements: int = 0  # verdict or any value differs
-    converter_verdict_changes: int = 0
-    failing_examples: Counter = field(default_factory=Counter)
-    invalid_reasons: Counter = field(default_factory=Counter)
-    coverage: Counter = field(default_factory=Counter)  # trait (see fuzz.generate.coverage) -> examples run with it
-    fell_back_coverage: Counter = field(default_factory=Counter)  # trait -> valid examples thunder fell back on
-    failures: list[dict[str, Any]] = field(default_factory=list)
-    first_failure: dict[str, Any] | None = None
+    examples: int = stat(COUNT)
+    valid: int = stat(COUNT)
+    compiled: int = stat(COUNT, "compiled_by_thunder")
+    fell_back: int = stat(COUNT)
+    seconds: float = stat(SECONDS)
+    repeats: int = stat(COUNT)  # Hypothesis calls answered from memory (a network the shard had already run)
+    timeout_reruns: int = stat(COUNT)  # thunderfx runs over the time limit, run once more before counting a time-out
+    converter_comparisons: int = stat(COUNT)
+    converter_disagreements: int = stat(COUNT)  # verdict or any value differs
+    converter_verdict_changes: int = stat(COUNT)
+    failing_examples: Counter = stat(TALLY, "failing_examples_by_class")
+    invalid_reasons: Counter = stat(TALLY)
+    coverage: Counter = stat(TALLY)  # trait (see fuzz.generate.coverage) -> examples run with it
+    fell_back_coverage: Counter = stat(TALLY)  # trait -> valid examples thunder fell back on
+    failures: list[dict[str, Any]] = stat(LIST)
+    first_failure: dict[str, Any] | None = stat(FIRST_FAILURE)
     # known issue id -> [examples where it reproduced, examples where it did not]
-    known_issues: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
-    known_issue_checks: dict[str, str] = field(default_factory=dict)  # id -> verdict of --known-issues check
-    discarded: int = 0  # drawn specs not run: a known issue they match is slow (its cost is the problem)
-    discarded_reasons: Counter = field(default_factory=Counter)  # id of the slow issue -> specs not run for it
-    known_class_failures: int = 0  # failing examples that matched a known issue's signature inside its band
-    known_resembling_failures: int = 0  # failing examples of a known issue's class outside its signature or band
-    known_explained_failures: int = 0  # of those, the ones that went away without the issue's trigger
+    known_issues: defaultdict[str, list[int]] = stat(_counts(2))
+    known_issue_checks: dict[str, str] = stat(MAPPING)  # id -> verdict of --known-issues check
+    discarded: int = stat(COUNT)  # drawn specs not run: a known issue they match is slow (its cost is the problem)
+    discarded_reasons: Counter = stat(TALLY)  # id of the slow issue -> specs not run for it
+    known_class_failures: int = stat(COUNT)  # failing examples that matched a known issue's signature inside its band
+    known_resembling_failures: int = stat(COUNT)  # failing examples of a known issue's class outside its signature
+    known_explained_failures: int = stat(COUNT)  # of those, the ones that went away without the issue's trigger
     # Failing examples that pass on thunder with the known fixes applied, by the entries credited ("a + b": a chain)
-    known_by_fix: Counter = field(default_factory=Counter)
-    fix_rejudge_s: float = 0.0  # seconds spent judging failures again under the fixes
+    known_by_fix: Counter = stat(TALLY)
+    fix_rejudge_s: float = stat(SECONDS)  # seconds spent judging failures again under the fixes
     # "<op> <form>" of op layers inside checkpoints -> [examples thunder compiled them in, fell back, failed]
-    op_coverage: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
-    op_split_reasons: defaultdict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
-    op_first_compiled_s: dict[str, float] = field(default_factory=dict)  # op -> campaign time it first compiled
-    # "<op>\t<axis>\t<value class>" of varied op calls inside checkpoints (fuzz.generate.axes) -> [compiled, fell back,
-    # thunder failed before it reported a compile: a crash or a time-out]
-    op_axis_coverage: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0, 0]))
+    op_coverage: defaultdict[str, list[int]] = stat(_counts(3))
+    op_split_reasons: defaultdict[str, Counter] = stat(TALLIES)
+    op_first_compiled_s: dict[str, float] = stat(EARLIEST_PER_KEY)  # op -> campaign time it first compiled
+    # "<op>\t<axis>\t<value class>" of varied op calls inside checkpoints (fuzz.generate.axes) -> [compiled, fell
+    # back, thunder failed before it reported a compile: a crash or a time-out]
+    op_axis_coverage: defaultdict[str, list[int]] = stat(_counts(3))
     # "<layer kind or op>\t<checkpoint api>\t<dtype>" -> [valid examples thunder compiled it in a checkpoint, fell back]
-    checkpoint_grid: defaultdict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
+    checkpoint_grid: defaultdict[str, list[int]] = stat(_counts(2))
     # "<dtype>\t<thunder|eager>\t<decade>" -> valid examples whose largest relative error vs the float64 reference
     # (`Outcome.discrepancy`, `Outcome.eager_error`) lies in [10**decade, 10**(decade+1)); the lowest decade holds 0
-    error_decades: Counter = field(default_factory=Counter)
+    error_decades: Counter = stat(TALLY)
     # region kind (`fuzz.generate.coverage.region_kind`) -> [thunderfx's, eager's bytes saved for backward] per valid
     # example with checkpoints that thunder ran (`fuzz.judge.memory`)
-    saved_bytes: defaultdict[str, list] = field(default_factory=lambda: defaultdict(list))
+    saved_bytes: defaultdict[str, list] = stat(LISTS)
     # region kind -> bytes thunderfx's forwards saved for backward by reason (`fuzz.run.regions`), summed over the same
     # examples, and "eager" what eager's checkpointed networks saved
-    saved_reasons: defaultdict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
-    timeline: Counter = field(default_factory=Counter)  # epoch second (a multiple of 10) -> examples finished in it
-    gpus: dict[str, str] = field(default_factory=dict)  # xdist worker -> the CUDA_VISIBLE_DEVICES it was pinned to
+    saved_reasons: defaultdict[str, Counter] = stat(TALLIES)
+    timeline: Counter = stat(TALLY)  # epoch second (a multiple of 10) -> examples finished in it
+    gpus: dict[str, str] = stat(MAPPING)  # xdist worker -> the CUDA_VISIBLE_DEVICES it was pinned to
+    batched: int = stat(COUNT)  # examples judged in a batch (`fuzz.judge.batch`: their memory contract not checked)
+    sent_alone: int = stat(COUNT)  # members of a batch run alone after it: they failed there, or it did not finish
     # Seconds from the command's start to the first example's start (the earliest process's: imports, collection,
     # workers' start), and what that example took (thunder's and inductor's one-off set-up included).
-    batched: int = 0  # examples judged in a batch (`fuzz.judge.batch`: their memory contract not checked)
-    sent_alone: int = 0  # members of a batch run alone after it: they failed there, or the batch did not finish
-    startup_s: float | None = None
-    first_example_s: float | None = None
+    startup_s: float | None = stat(STARTUP)
+    first_example_s: float | None = stat(STARTUP)
     # When the first of the campaign's test items started and the last ended (time.time(), over all processes): the
     # campaign's own time, which a pytest session that also runs other tests (`make test`) does not count.
-    items_started_at: float | None = None
-    items_ended_at: float | None = None
+    items_started_at: float | None = stat(EARLIEST_START)
+    items_ended_at: float | None = stat(LATEST_END)
 
     def item_started(self) -> None:
         """A campaign test item starts in this process."""
@@ -218,162 +295,28 @@ class CampaignStats:
         record["confirmation_seconds"] = None if confirmation is None else confirmation.seconds
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "examples": self.examples,
-            "valid": self.valid,
-            "compiled_by_thunder": self.compiled,
-            "fell_back": self.fell_back,
-            "seconds": round(self.seconds, 3),
-            "repeats": self.repeats,
-            "timeout_reruns": self.timeout_reruns,
-            "converter_comparisons": self.converter_comparisons,
-            "converter_disagreements": self.converter_disagreements,
-            "converter_verdict_changes": self.converter_verdict_changes,
-            "failing_examples_by_class": dict(self.failing_examples),
-            "invalid_reasons": dict(self.invalid_reasons),
-            "coverage": dict(sorted(self.coverage.items())),
-            "fell_back_coverage": dict(sorted(self.fell_back_coverage.items())),
-            "first_failure": self.first_failure,
-            "failures": self.failures,
-            "known_issues": dict(self.known_issues),
-            "known_issue_checks": self.known_issue_checks,
-            "discarded": self.discarded,
-            "discarded_reasons": dict(self.discarded_reasons),
-            "known_class_failures": self.known_class_failures,
-            "known_resembling_failures": self.known_resembling_failures,
-            "known_explained_failures": self.known_explained_failures,
-            "known_by_fix": dict(self.known_by_fix),
-            "fix_rejudge_s": self.fix_rejudge_s,
-            "op_coverage": dict(sorted(self.op_coverage.items())),
-            "op_split_reasons": {key: dict(reasons) for key, reasons in sorted(self.op_split_reasons.items())},
-            "op_first_compiled_s": self.op_first_compiled_s,
-            "op_axis_coverage": dict(sorted(self.op_axis_coverage.items())),
-            "checkpoint_grid": dict(sorted(self.checkpoint_grid.items())),
-            "error_decades": dict(sorted(self.error_decades.items())),
-            "saved_bytes": dict(sorted(self.saved_bytes.items())),
-            "saved_reasons": {
-                kind: dict(sorted(bytes_.items())) for kind, bytes_ in sorted(self.saved_reasons.items())
-            },
-            "timeline": dict(sorted(self.timeline.items())),
-            "gpus": dict(sorted(self.gpus.items())),
-            "batched": self.batched,
-            "sent_alone": self.sent_alone,
-            "startup_s": self.startup_s,
-            "first_example_s": self.first_example_s,
-            "items_started_at": self.items_started_at,
-            "items_ended_at": self.items_ended_at,
-        }
+        return {_key(f): _rule(f).dump(getattr(self, f.name)) for f in fields(self)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CampaignStats:
-        return cls(
-            examples=data["examples"],
-            valid=data["valid"],
-            compiled=data["compiled_by_thunder"],
-            fell_back=data["fell_back"],
-            seconds=data["seconds"],
-            repeats=data.get("repeats", 0),
-            timeout_reruns=data.get("timeout_reruns", 0),
-            converter_comparisons=data["converter_comparisons"],
-            converter_disagreements=data["converter_disagreements"],
-            converter_verdict_changes=data["converter_verdict_changes"],
-            failing_examples=Counter(data["failing_examples_by_class"]),
-            invalid_reasons=Counter(data["invalid_reasons"]),
-            coverage=Counter(data["coverage"]),
-            fell_back_coverage=Counter(data["fell_back_coverage"]),
-            failures=list(data["failures"]),
-            first_failure=data["first_failure"],
-            known_issues=defaultdict(lambda: [0, 0], data["known_issues"]),
-            known_issue_checks=dict(data["known_issue_checks"]),
-            discarded=data.get("discarded", 0),
-            discarded_reasons=Counter(data.get("discarded_reasons", {})),
-            known_by_fix=Counter(data.get("known_by_fix", {})),
-            fix_rejudge_s=data.get("fix_rejudge_s", 0.0),
-            known_class_failures=data.get("known_class_failures", 0),
-            known_resembling_failures=data.get("known_resembling_failures", 0),
-            known_explained_failures=data.get("known_explained_failures", 0),
-            op_coverage=defaultdict(lambda: [0, 0, 0], data.get("op_coverage", {})),
-            op_split_reasons=defaultdict(
-                Counter, {key: Counter(reasons) for key, reasons in data.get("op_split_reasons", {}).items()}
-            ),
-            op_first_compiled_s=dict(data.get("op_first_compiled_s", {})),
-            op_axis_coverage=defaultdict(  # (a run before thunder's failures were counted: two counts)
-                lambda: [0, 0, 0], {key: [*counts, 0][:3] for key, counts in data.get("op_axis_coverage", {}).items()}
-            ),
-            checkpoint_grid=defaultdict(lambda: [0, 0], data.get("checkpoint_grid", {})),
-            error_decades=Counter(data.get("error_decades", {})),
-            batched=data.get("batched", 0),
-            sent_alone=data.get("sent_alone", 0),
-            startup_s=data.get("startup_s"),
-            first_example_s=data.get("first_example_s"),
-            items_started_at=data.get("items_started_at"),
-            items_ended_at=data.get("items_ended_at"),
-            saved_bytes=defaultdict(list, data.get("saved_bytes", {})),
-            saved_reasons=defaultdict(Counter, {k: Counter(v) for k, v in data.get("saved_reasons", {}).items()}),
-            timeline=Counter(data.get("timeline", {})),
-            gpus=dict(data.get("gpus", {})),
-        )
+        """The statistics ``to_dict`` wrote (a key an older run lacks starts empty)."""
+        return cls(**{f.name: _rule(f).load(data[_key(f)]) for f in fields(cls) if data.get(_key(f)) is not None})
 
     def merge(self, other: CampaignStats) -> None:
-        for name in (
-            "examples",
-            "valid",
-            "compiled",
-            "fell_back",
-            "seconds",
-            "repeats",
-            "timeout_reruns",
-            "converter_comparisons",
-            "converter_disagreements",
-            "converter_verdict_changes",
-            "discarded",
-            "known_class_failures",
-            "known_resembling_failures",
-            "known_explained_failures",
-            "fix_rejudge_s",
-            "batched",
-            "sent_alone",
-        ):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        for key, counts in other.op_coverage.items():
-            self.op_coverage[key] = [a + b for a, b in zip(self.op_coverage[key], counts, strict=True)]
-        for key, reasons in other.op_split_reasons.items():
-            self.op_split_reasons[key] += reasons
-        for grid, theirs in (
-            (self.checkpoint_grid, other.checkpoint_grid),
-            (self.op_axis_coverage, other.op_axis_coverage),
-        ):
-            for key, counts in theirs.items():
-                grid[key] = [a + b for a, b in zip(grid[key], counts, strict=True)]
-        self.error_decades += other.error_decades
-        for kind, pairs in other.saved_bytes.items():
-            self.saved_bytes[kind] += pairs
-        for kind, bytes_ in other.saved_reasons.items():
-            self.saved_reasons[kind].update(bytes_)
-        self.timeline += other.timeline
-        for op, seconds in other.op_first_compiled_s.items():
-            self.op_first_compiled_s[op] = min(seconds, self.op_first_compiled_s.get(op, seconds))
-        self.failing_examples += other.failing_examples
-        self.invalid_reasons += other.invalid_reasons
-        self.discarded_reasons += other.discarded_reasons
-        self.known_by_fix += other.known_by_fix
-        self.coverage += other.coverage
-        self.fell_back_coverage += other.fell_back_coverage
-        self.failures += other.failures
-        self.known_issue_checks.update(other.known_issue_checks)
-        self.gpus.update(other.gpus)
-        for issue, (reproduced, not_reproduced) in other.known_issues.items():
-            self.known_issues[issue][0] += reproduced
-            self.known_issues[issue][1] += not_reproduced
-        if other.first_failure and (
-            not self.first_failure or other.first_failure["after_s"] < self.first_failure["after_s"]
-        ):
-            self.first_failure = other.first_failure
-        starts = [t for t in (self.items_started_at, other.items_started_at) if t is not None]
-        ends = [t for t in (self.items_ended_at, other.items_ended_at) if t is not None]
-        self.items_started_at, self.items_ended_at = min(starts, default=None), max(ends, default=None)
-        if other.startup_s is not None and (self.startup_s is None or other.startup_s < self.startup_s):
+        """Add ``other`` process's statistics to these."""
+        earlier_start = other.startup_s is not None and (self.startup_s is None or other.startup_s < self.startup_s)
+        for f in fields(self):
+            setattr(self, f.name, _rule(f).merge(getattr(self, f.name), getattr(other, f.name)))
+        if earlier_start:
             self.startup_s, self.first_example_s = other.startup_s, other.first_example_s
+
+
+def _rule(statistic: Field) -> _Rule:
+    return statistic.metadata["rule"]
+
+
+def _key(statistic: Field) -> str:
+    return statistic.metadata["key"] or statistic.name
 
 
 def saved_ratios(saved_bytes: dict[str, list]) -> dict[str, dict[str, Any]]:
