@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from fuzz.generate.draws import OP_KINDS
 from fuzz.generate.kind import Incoming
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.op_catalog import catalog
@@ -11,7 +12,6 @@ from fuzz.generate.reduce import PLUMBING, STAND_IN
 from fuzz.generate.spec import DTYPES, CheckpointSpec, LayerSpec, NetSpec, validate
 from fuzz.model_builder import build_example, network_source
 from fuzz.run.passes import forward_backward, fresh_input
-from fuzz.strategies import OP_KINDS
 
 
 def _params(kind_name: str) -> dict:

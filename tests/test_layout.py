@@ -1,10 +1,12 @@
 """The layout is the pipeline (docs/architecture.md): every import of every module under fuzz/ goes to its own stage
-or a lower one, lazy and TYPE_CHECKING imports included; no import cycle; no module over 400 lines; each package's
-`__init__` says in three lines what its stage takes and gives."""
+or a lower one, lazy and TYPE_CHECKING imports included; no import cycle; no module imports its stage's entry point
+back; no module over 400 lines; each package's `__init__` says in three lines what its stage takes and gives."""
 
 import ast
 import re
 from pathlib import Path
+
+from tools.house_metrics import upward_arrows
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 400
@@ -89,3 +91,7 @@ def test_no_module_over_400_lines_and_each_package_says_what_its_stage_takes_and
     for path in (ROOT / "fuzz").glob("*/__init__.py"):
         docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
         assert len(docstring.splitlines()) == 3, f"{path}: {docstring!r}"
+
+
+def test_no_module_imports_its_stages_entry_point_back():
+    assert upward_arrows() == []

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fuzz.generate import axes, blocks
+from fuzz.generate.draws import layer_specs
 from fuzz.generate.kind import Incoming
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.op_catalog import catalog
@@ -24,7 +25,6 @@ from fuzz.report.html import axes_section
 from fuzz.report.op_family import axis_coverage
 from fuzz.report.stats import CampaignStats
 from fuzz.run.runner import run_eager
-from fuzz.strategies import layer_specs
 from tests.browser import render as render_in_browser
 from tests.campaign_runs import run_campaign
 

@@ -8,12 +8,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis.database import InMemoryExampleDatabase
 
+from fuzz.generate.draws import checkpoints_from_placements
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.reduce import reduce_spec
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec, SpecError, validate
 from fuzz.model_builder import build_example
 from fuzz.run.runner import run_eager, run_reference
-from fuzz.strategies import checkpoints_from_placements, net_specs
+from fuzz.strategies import net_specs
 
 _FAST = settings(max_examples=200, database=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fuzz.campaign.choices import DEFAULT_SHARDS, DEVICE_CHOICES
+from fuzz.generate.draws import MAX_DIM
 from fuzz.judge.limits import DEFAULT_TIMEOUT_S
-from fuzz.strategies import MAX_DIM
 
 
 def resolve_device(requested: str) -> str:

@@ -28,6 +28,7 @@ from fuzz.campaign.findings import Findings
 from fuzz.campaign.known import KnownBugs
 from fuzz.generate.coverage import traits
 from fuzz.generate.decoder import decoder_specs
+from fuzz.generate.draws import OP_KINDS
 from fuzz.generate.program_specs import program_specs
 from fuzz.generate.spec import DTYPES, NetSpec
 from fuzz.generate.sweep import CI_SWEEP_CASES, sweep_specs
@@ -47,7 +48,7 @@ from fuzz.report.stats import CampaignStats, Confirmation, op_key
 from fuzz.report.summary import ItemResults, build_summary
 from fuzz.run.runner import on_phase_change
 from fuzz.run.stops import interrupted, stop_if_interrupted
-from fuzz.strategies import OP_KINDS, net_specs
+from fuzz.strategies import net_specs
 
 _STATS_EVERY_S = 10.0
 _REMEMBERED_OUTCOMES = 512  # per item; outcomes hold no tensors

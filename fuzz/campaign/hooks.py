@@ -22,6 +22,7 @@ from fuzz.campaign.engine import Campaign
 from fuzz.campaign.gpus import VISIBLE_DEVICES, checked_workers_per_gpu, gpu_of_worker, visible_gpus
 from fuzz.campaign.items import budget_weight, in_shard_order, shard_of, sweeps, zoo_shard
 from fuzz.campaign.profiles import PROFILES, register_profiles, seed_generation
+from fuzz.generate.draws import OP_KINDS
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.op_catalog import catalog
 from fuzz.generate.spec import DTYPES
@@ -31,7 +32,6 @@ from fuzz.report.run_folder import check_run_id, new_run_id
 from fuzz.report.summary import FINDING, HARNESS_ERROR, command_line, item_properties, started_at, summary_lines
 from fuzz.run.runner import executor_names, use_executors
 from fuzz.run.stops import at_safe_points, defer_interrupts, install_stop_handler, interrupted, stop_if_interrupted
-from fuzz.strategies import OP_KINDS
 from fuzz.versions.compat import incompatibility
 
 CAMPAIGN = pytest.StashKey[Campaign]()

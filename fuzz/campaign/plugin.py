@@ -16,8 +16,8 @@ import pytest
 from fuzz.campaign.choices import CONVERTER_CHOICES, DEFAULT_SHARDS, DEVICE_CHOICES, KNOWN_ISSUE_MODES
 from fuzz.campaign.database import DEFAULT_LOCATION, ENVIRONMENT_VARIABLE
 from fuzz.campaign.gpus import DEFAULT_WORKERS_PER_GPU
+from fuzz.generate.draws import MAX_DIM
 from fuzz.judge.limits import DEFAULT_TIMEOUT_S
-from fuzz.strategies import MAX_DIM
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -13,11 +13,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from fuzz.generate import program
-from fuzz.generate.kind import Incoming, LayerKind
-from fuzz.generate.layers import LAYER_KINDS
-from fuzz.generate.op_catalog import OpCall
-from fuzz.generate.spec import DTYPES, LayerSpec, NetSpec
-from fuzz.strategies import (
+from fuzz.generate.draws import (
     MAX_DIM,
     OP_KINDS,
     PLACEMENTS,
@@ -28,6 +24,10 @@ from fuzz.strategies import (
     param_values,
     rarely,
 )
+from fuzz.generate.kind import Incoming, LayerKind
+from fuzz.generate.layers import LAYER_KINDS
+from fuzz.generate.op_catalog import OpCall
+from fuzz.generate.spec import DTYPES, LayerSpec, NetSpec
 
 MAX_NODES = 8
 # The data-flow kinds a program draws (`fuzz.generate.flow`) by family, each family as likely: copies, views,
@@ -59,7 +59,7 @@ def _program_nodes(
     max_dim: int,
     op_calls: Sequence[OpCall],
 ) -> tuple[list[tuple[LayerSpec, Any]], bool]:
-    """A program's next layers and their placements (as a stack layer's, `_placed_layer`, drawn first), and whether
+    """A program's next layers and their placements (as `fuzz.strategies` places a stack layer, drawn first), and if
     more follow: a layer of ``kinds`` (or an op call) on an earlier value, or a data-flow kind on one or two values;
     an update of a value eager lets it update, or else of a fresh clone of one (two layers)."""
     role = draw(st.sampled_from(PLACEMENTS))
