@@ -308,7 +308,7 @@ def _parser() -> argparse.ArgumentParser:
     check = command("check", _check, "one spec: eager vs thunderfx; exit 0 match, 1 failure, 2 could not run")
     check.add_argument("spec", type=Path, help="a spec.json, or a failure folder holding one")
     check.add_argument("--converter", default="fixed", choices=CONVERTER_CHOICES, help="(default: %(default)s)")
-    check.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="thunderfx's seconds (%(default)s)")
+    check.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="thunderfx's limit, s (%(default)s)")
     check.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="run it there (default: %(default)s)")
     thunder(check)
 

@@ -6,8 +6,10 @@ import json
 import os
 import subprocess
 import sys
+from collections import defaultdict
 from contextlib import nullcontext
 from dataclasses import replace
+from itertools import permutations
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,19 @@ from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.judge.harness import check_spec
 from fuzz.registry.files import recorded_spec
 from fuzz.registry.fix_checks import FIX_RECORD, PASSING_KEY, PassingCheck, _no_worse, _selection_passes
-from fuzz.registry.fixes import FIX_FILE, Edit, Fix, StaleFixError, applied, fixes_for, load_fix, with_bases
+from fuzz.registry.fixes import (
+    FIX_FILE,
+    Edit,
+    Fix,
+    StaleFixError,
+    _by_module,
+    _edited,
+    _source,
+    applied,
+    fixes_for,
+    load_fix,
+    with_bases,
+)
 from fuzz.registry.issue import KNOWN_ISSUES_DIR, installed_thunder
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.registry.novelty import credited_fixes, fixes_on
@@ -84,6 +98,26 @@ def test_each_fix_is_its_diff_and_passed_its_checks_on_this_thunder(entry):
         "check 2 not run on this thunder: python -m fuzz.registry.fix_checks --passing 500 ID"
     )
     assert passing["passing"] >= 500 and passing["changed"] == {}, {k: passing[k] for k in ("passing", "changed")}
+    checked = sum(fix.changed_lines() for fix in with_bases(fixes_for(passing["with"])))
+    assert passing["diff_lines"] == checked, (
+        "the fixes changed since check 2: python -m fuzz.registry.fix_checks --passing"
+    )
+
+
+def test_every_two_fixes_of_one_module_edit_it_in_either_order():
+    """A campaign applies fixes in the registry's order, a check in the order it is given: each edit's span must
+    survive the other fixes' edits of its module."""
+    edits = defaultdict(list)  # module -> (entry, its edits of the module)
+    for fix in map(load_fix, FIXED):
+        for module, module_edits in _by_module(fix.edits).items():
+            edits[module].append((fix.entry, module_edits))
+    for module, fixes in edits.items():
+        _, text = _source(module)
+        for (first, a), (second, b) in permutations(fixes, 2):
+            try:
+                _edited(text, [*a, *b], module)
+            except StaleFixError as error:
+                pytest.fail(f"{first} then {second}: {error}")
 
 
 def test_check_2_catches_a_fix_that_changes_the_verdict_of_a_passing_example():

@@ -97,19 +97,23 @@ def test_every_statistic_is_written_read_back_and_merged_by_its_own_rule():
         stats.known_issues["pow-zero-exponent-grad-nan"][0] += 1
         stats.op_axis_coverage["pow\texponent\tzero"][2] += 1
         stats.saved_reasons["linear"]["intermediate"] += 8
+        stats.saved_reasons["linear"]["eager"] += 0  # a reason of 0 bytes is still a reason
         stats.op_first_compiled_s["pow"] = startup_s
         return stats
 
     first, second = process(3, 5.0, 1.0), process(4, 2.0, 9.0)
+    first.checkpoint_grid["tanh\tcheckpoint\tfloat32"][0] += 1  # a key the other process lacks
     written = first.to_dict()
     assert written["failing_examples_by_class"] == {"gradient-divergence": 1}  # a field's own key in summary.json
     assert CampaignStats.from_dict(written).to_dict() == written
     first.merge(second)
+    assert second.to_dict() == process(4, 2.0, 9.0).to_dict(), "a merge leaves the other process's statistics alone"
     merged = first.to_dict()
     assert merged["examples"] == 7 and merged["failing_examples_by_class"] == {"gradient-divergence": 2}
     assert merged["known_issues"] == {"pow-zero-exponent-grad-nan": [2, 0]}
     assert merged["op_axis_coverage"] == {"pow\texponent\tzero": [0, 0, 2]}
-    assert merged["saved_reasons"] == {"linear": {"intermediate": 16}} and merged["op_first_compiled_s"] == {"pow": 2.0}
+    assert merged["saved_reasons"] == {"linear": {"eager": 0, "intermediate": 16}}
+    assert merged["op_first_compiled_s"] == {"pow": 2.0}
     assert (merged["startup_s"], merged["first_example_s"]) == (2.0, 9.0)  # the earliest process's, as one pair
     # An older run's summary lacks later keys (and wrote two counts per op axis): they start empty, or padded.
     old = {key: value for key, value in written.items() if key not in ("fix_rejudge_s", "known_by_fix")}

@@ -27,10 +27,9 @@ from fuzz.fix import use_converter
 from fuzz.generate.spec import NetSpec
 from fuzz.judge.batch import batchable, judged_in_batch
 from fuzz.judge.harness import check_spec
+from fuzz.judge.limits import DEFAULT_TIMEOUT_S
 from fuzz.judge.outcome import Outcome
 from fuzz.registry.known_issues import known_issues_for
-
-TIMEOUT_S = 120.0
 
 
 def drawn(examples: int, generation_seed: int, artifacts: Path) -> list[NetSpec]:
@@ -63,7 +62,7 @@ def verdict(outcome: Outcome) -> str:
 
 
 def alone(specs: list[NetSpec]) -> list[str]:
-    return [verdict(check_spec(spec, timeout_s=TIMEOUT_S)) for spec in specs]
+    return [verdict(check_spec(spec, timeout_s=DEFAULT_TIMEOUT_S)) for spec in specs]
 
 
 def batched(specs: list[NetSpec], size: int) -> list[str]:
@@ -71,9 +70,11 @@ def batched(specs: list[NetSpec], size: int) -> list[str]:
     joinable = [i for i, spec in enumerate(specs) if batchable(spec) and not known_issues_for(spec)]
     for start in range(0, len(joinable), size):
         members = joinable[start : start + size]
-        outcomes = judged_in_batch([specs[i] for i in members], "fixed", TIMEOUT_S) if len(members) > 1 else [None]
+        outcomes = (
+            judged_in_batch([specs[i] for i in members], "fixed", DEFAULT_TIMEOUT_S) if len(members) > 1 else [None]
+        )
         verdicts.update((i, verdict(outcome)) for i, outcome in zip(members, outcomes, strict=True) if outcome)
-    return [verdicts.get(i) or verdict(check_spec(spec, timeout_s=TIMEOUT_S)) for i, spec in enumerate(specs)]
+    return [verdicts.get(i) or verdict(check_spec(spec, timeout_s=DEFAULT_TIMEOUT_S)) for i, spec in enumerate(specs)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,14 +48,23 @@ def long_functions() -> list[str]:
     return found
 
 
+def _imported(node: ast.AST) -> list[str]:
+    """The modules an import statement imports (``from fuzz import strategies`` imports ``fuzz.strategies``)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and node.module:
+        return [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+    return []
+
+
 def upward_arrows() -> list[str]:
     found = []
     for path in _modules("fuzz"):
         module = _name(path)
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module in ENTRY_POINTS:
-                if module.startswith(ENTRY_POINTS[node.module] + "."):
-                    found.append(f"{module} -> {node.module} ({len(node.names)} names)")
+            for imported in _imported(node):
+                if imported in ENTRY_POINTS and module.startswith(ENTRY_POINTS[imported] + "."):
+                    found.append(f"{module} -> {imported}")
     return found
 
 

@@ -54,13 +54,15 @@ def register_profiles(database: ExampleDatabase) -> None:
 
 
 def lift_shrinking_time_cap() -> None:
-    """Let a failure shrink until it is minimal, however long that takes.
+    """Let a failure shrink until Hypothesis's shrinker is done (its own count of shrinks still bounds it), however
+    long that takes.
 
-    Hypothesis stops shrinking after 300 s (``MAX_SHRINKING_SECONDS``) and reports what it has, a network that is not
-    minimal, as if shrunk: on a loaded machine (a thunderfx compile per shrink step) that cut a self-test's tanh fault
-    at seq=1 instead of the minimal network. How long shrinking may take is the campaign's budget's to decide
-    (`fuzz.campaign.budget`: it keeps a finding unshrunk and says so); without a budget, shrinking ends when it is
-    done. (hypothesis 6.1xx internals, read at each shrink's start, guarded by tests/test_profiles.py.)
+    Hypothesis stops shrinking after 300 s (``MAX_SHRINKING_SECONDS``) and reports what it has, a network that is
+    not minimal, as if shrunk: on a loaded machine (a thunderfx compile per shrink step) that cut a self-test's tanh
+    fault at seq=1 instead of the minimal network. How long shrinking may take is the campaign's budget's to decide
+    (`fuzz.campaign.budget`: it keeps a finding unshrunk and says so); without a budget (``--fuzz-minutes``), as in
+    a replay, nothing limits its time. (hypothesis 6.1xx internals, read at each shrink's start, guarded by
+    tests/test_profiles.py.)
     """
     hypothesis.internal.conjecture.engine.MAX_SHRINKING_SECONDS = math.inf
 

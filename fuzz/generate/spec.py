@@ -18,8 +18,6 @@ from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.spec_parts import (
     AUTOCAST_DTYPE,
     AUTOCAST_REGIONS,
-    CHECKPOINT_APIS,
-    DETERMINISM_CHECKS,
     DEVICES,
     DTYPES,
     INPUTS,
@@ -280,57 +278,74 @@ def _validate_layers(spec: NetSpec) -> None:
     for problem in program.program_problems(spec) if spec.is_program else ():
         raise SpecError(problem)
     shapes = [spec._input()]
-    for index, layer in enumerate(spec.layers):
-        kind = LAYER_KINDS.get(layer.kind)
-        _require(kind is not None, f"layers[{index}]: unknown kind {layer.kind!r}; known: {', '.join(LAYER_KINDS)}")
-        if spec.is_program:
-            for problem in program.reads_problems(spec.layers, index, shapes):
-                raise SpecError(problem)
-        else:
-            _require(kind.flow is None, f"layers[{index}] ({layer.kind}): a data-flow kind needs a program (reads)")
-        incoming = shapes[program.reads_of(layer, index)[0]]
-        width = incoming.width
-        _require(
-            kind.takes(incoming),
-            f"layers[{index}] ({layer.kind}): a {kind.layout} layer cannot take an input of shape "
-            f"{spec._shape(width, incoming.spatial)} (images need 'spatial'; see docs/spec.md)",
-        )
-        expected = {p.name for p in kind.params}
-        required = {p.name for p in kind.params if not p.optional}
-        _require(
-            required <= set(layer.params) <= expected,
-            f"layers[{index}] ({layer.kind}): params must be exactly {sorted(required)}"
-            + (f" and optionally {sorted(expected - required)}" if expected - required else "")
-            + f", got {sorted(layer.params)}",
-        )
-        for param in kind.params:
-            if param.name not in layer.params:
-                continue
-            value = layer.params[param.name]
-            _require(
-                param.is_valid(value, width),
-                f"layers[{index}] ({layer.kind}): invalid {param.name}={value!r} for input width {width}",
-            )
-        fitted = dict(kind.fit(layer.params, incoming))
-        _require(
-            fitted == layer.params,
-            f"layers[{index}] ({layer.kind}): params {layer.params} do not fit an input of shape "
-            f"{spec._shape(width, incoming.spatial)}; fitted they would be {fitted}",
-        )
-        _require(
-            layer.frozen is False or (layer.frozen is True and kind.trainable(layer.params)),
-            f"layers[{index}] ({layer.kind}): frozen must be false for a layer without parameters",
-        )
-        _require(
-            not kind.mutates_input
-            or input_update_allowed(index, spec.checkpointed(index), spec.input_requires_grad and spec.vocab is None),
-            f"layers[{index}] ({layer.kind}): only the first layer, outside checkpoints, of a network whose input "
-            "needs no grad may update its input in place (eager rejects the rest: see docs/oracle.md)",
-        )
-        shapes.append(kind.output(layer.params, incoming))
-    trainable = any_trainable(spec.layers)
+    for index in range(len(spec.layers)):
+        shapes.append(_validated_layer(spec, index, shapes))
+    _validate_grads_and_autocast(spec)
+    previous_stop = 0
+    for index, ckpt in enumerate(spec.checkpoints):
+        for problem in ckpt.problems(index, spec.layers, previous_stop, LAYER_KINDS):
+            raise SpecError(problem)
+        previous_stop = ckpt.stop
+    for problem in program.update_problems(spec.layers, spec.checkpoints, spec._input()) if spec.is_program else ():
+        raise SpecError(problem)
+
+
+def _validated_layer(spec: NetSpec, index: int, shapes: Sequence[Incoming]) -> Incoming:
+    """Layer ``index``'s output shape, given the shapes of the values before it; raises `SpecError` if the layer's
+    kind, reads, params, freezing or input update is invalid there."""
+    layer = spec.layers[index]
+    kind = LAYER_KINDS.get(layer.kind)
+    _require(kind is not None, f"layers[{index}]: unknown kind {layer.kind!r}; known: {', '.join(LAYER_KINDS)}")
+    if spec.is_program:
+        for problem in program.reads_problems(spec.layers, index, shapes):
+            raise SpecError(problem)
+    else:
+        _require(kind.flow is None, f"layers[{index}] ({layer.kind}): a data-flow kind needs a program (reads)")
+    incoming = shapes[program.reads_of(layer, index)[0]]
+    width = incoming.width
     _require(
-        trainable or spec.input_requires_grad or spec.vocab is not None,
+        kind.takes(incoming),
+        f"layers[{index}] ({layer.kind}): a {kind.layout} layer cannot take an input of shape "
+        f"{spec._shape(width, incoming.spatial)} (images need 'spatial'; see docs/spec.md)",
+    )
+    expected = {p.name for p in kind.params}
+    required = {p.name for p in kind.params if not p.optional}
+    _require(
+        required <= set(layer.params) <= expected,
+        f"layers[{index}] ({layer.kind}): params must be exactly {sorted(required)}"
+        + (f" and optionally {sorted(expected - required)}" if expected - required else "")
+        + f", got {sorted(layer.params)}",
+    )
+    for param in kind.params:
+        if param.name not in layer.params:
+            continue
+        value = layer.params[param.name]
+        _require(
+            param.is_valid(value, width),
+            f"layers[{index}] ({layer.kind}): invalid {param.name}={value!r} for input width {width}",
+        )
+    fitted = dict(kind.fit(layer.params, incoming))
+    _require(
+        fitted == layer.params,
+        f"layers[{index}] ({layer.kind}): params {layer.params} do not fit an input of shape "
+        f"{spec._shape(width, incoming.spatial)}; fitted they would be {fitted}",
+    )
+    _require(
+        layer.frozen is False or (layer.frozen is True and kind.trainable(layer.params)),
+        f"layers[{index}] ({layer.kind}): frozen must be false for a layer without parameters",
+    )
+    _require(
+        not kind.mutates_input
+        or input_update_allowed(index, spec.checkpointed(index), spec.input_requires_grad and spec.vocab is None),
+        f"layers[{index}] ({layer.kind}): only the first layer, outside checkpoints, of a network whose input "
+        "needs no grad may update its input in place (eager rejects the rest: see docs/oracle.md)",
+    )
+    return kind.output(layer.params, incoming)
+
+
+def _validate_grads_and_autocast(spec: NetSpec) -> None:
+    _require(
+        any_trainable(spec.layers) or spec.input_requires_grad or spec.vocab is not None,
         "nothing requires grad: unfreeze a layer with parameters or let the input require grad",
     )
     _require(spec.autocast in AUTOCAST_REGIONS, f"autocast {spec.autocast!r} is not one of {AUTOCAST_REGIONS}")
@@ -342,59 +357,3 @@ def _validate_layers(spec: NetSpec) -> None:
         spec.autocast != "checkpoints" or any(c.api == "checkpoint" for c in spec.checkpoints),
         "autocast 'checkpoints' needs a checkpoint of api 'checkpoint'",
     )
-    previous_stop = 0
-    for index, ckpt in enumerate(spec.checkpoints):
-        _require(
-            isinstance(ckpt.start, int)
-            and isinstance(ckpt.stop, int)
-            and 0 <= ckpt.start < ckpt.stop <= len(spec.layers),
-            f"checkpoints[{index}]: segment [{ckpt.start}, {ckpt.stop}) is not inside the {len(spec.layers)} layers",
-        )
-        _require(
-            ckpt.start >= previous_stop,
-            f"checkpoints[{index}]: segment [{ckpt.start}, {ckpt.stop}) overlaps or precedes the one before; "
-            "list segments in layer order without overlap",
-        )
-        _require(ckpt.api in CHECKPOINT_APIS, f"checkpoints[{index}]: api {ckpt.api!r} is not one of {CHECKPOINT_APIS}")
-        for flag in ("use_reentrant", "preserve_rng_state", "selective", "nested", "extra_args", "multi_output"):
-            _require(isinstance(getattr(ckpt, flag), bool), f"checkpoints[{index}]: {flag} must be true or false")
-        _require(
-            ckpt.determinism_check in DETERMINISM_CHECKS,
-            f"checkpoints[{index}]: determinism_check {ckpt.determinism_check!r} is not one of {DETERMINISM_CHECKS}",
-        )
-        _require(
-            _is_positive_int(ckpt.segments) and ckpt.segments <= ckpt.stop - ckpt.start,
-            f"checkpoints[{index}]: segments must be 1..{ckpt.stop - ckpt.start}, got {ckpt.segments!r}",
-        )
-        _require(
-            not (
-                ckpt.selective and any(LAYER_KINDS[layer.kind].inplace for layer in spec.layers[ckpt.start : ckpt.stop])
-            ),
-            f"checkpoints[{index}]: selective checkpointing cannot hold in-place layers (eager rejects them)",
-        )
-        _require(
-            not (ckpt.use_reentrant and (ckpt.selective or ckpt.determinism_check != "default")),
-            f"checkpoints[{index}]: use_reentrant=True takes neither selective nor determinism_check",
-        )
-        _require(
-            ckpt.api == "checkpoint" or not (ckpt.extra_args or ckpt.multi_output),
-            f"checkpoints[{index}]: extra_args and multi_output need api 'checkpoint'",
-        )
-        _require(
-            not (ckpt.use_reentrant and ckpt.extra_args),
-            f"checkpoints[{index}]: use_reentrant=True takes no keyword arguments (extra_args)",
-        )
-        _require(
-            ckpt.preserve_rng_state
-            or not any(LAYER_KINDS[layer.kind].random for layer in spec.layers[ckpt.start : ckpt.stop]),
-            f"checkpoints[{index}]: preserve_rng_state=False with a random layer inside makes eager's own "
-            "gradient inconsistent with its forward",
-        )
-        if ckpt.api == "wrapper":
-            _require(
-                ckpt.stop - ckpt.start == 1 and not LAYER_KINDS[spec.layers[ckpt.start].kind].functional,
-                f"checkpoints[{index}]: api 'wrapper' wraps exactly one module layer",
-            )
-        previous_stop = ckpt.stop
-    for problem in program.update_problems(spec.layers, spec.checkpoints, spec._input()) if spec.is_program else ():
-        raise SpecError(problem)

@@ -3,8 +3,11 @@ optimizers...), a layer, a checkpoint, training steps, and the error a spec that
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from fuzz.generate.kind import is_int
 
 DTYPES = ("float32", "float64", "bfloat16", "float16")
 DEVICES = ("cpu", "cuda")
@@ -67,6 +70,59 @@ class CheckpointSpec:
     segments: int = 1
     extra_args: bool = False
     multi_output: bool = False
+
+    def problems(self, index: int, layers: Sequence[LayerSpec], after: int, kinds: Mapping[str, Any]) -> list[str]:
+        """What makes this checkpoint, the ``index``-th of a network of ``layers`` (whose kinds are ``kinds``:
+        `fuzz.generate.layers.LAYER_KINDS`), invalid where the one before it stops at ``after``; the first problem
+        of its span, else of its options, each a one-line message."""
+        where, span = f"checkpoints[{index}]", f"[{self.start}, {self.stop})"
+        if not (is_int(self.start) and is_int(self.stop) and 0 <= self.start < self.stop <= len(layers)):
+            return [f"{where}: segment {span} is not inside the {len(layers)} layers"]
+        if self.start < after:
+            return [
+                f"{where}: segment {span} overlaps or precedes the one before; list segments in layer order "
+                "without overlap"
+            ]
+        inside = [kinds[layer.kind] for layer in layers[self.start : self.stop]]
+        flags = ("use_reentrant", "preserve_rng_state", "selective", "nested", "extra_args", "multi_output")
+        rules = [
+            (self.api in CHECKPOINT_APIS, f"api {self.api!r} is not one of {CHECKPOINT_APIS}"),
+            *((isinstance(getattr(self, flag), bool), f"{flag} must be true or false") for flag in flags),
+            (
+                self.determinism_check in DETERMINISM_CHECKS,
+                f"determinism_check {self.determinism_check!r} is not one of {DETERMINISM_CHECKS}",
+            ),
+            (
+                is_int(self.segments) and 1 <= self.segments <= self.stop - self.start,
+                f"segments must be 1..{self.stop - self.start}, got {self.segments!r}",
+            ),
+            (
+                not (self.selective and any(kind.inplace for kind in inside)),
+                "selective checkpointing cannot hold in-place layers (eager rejects them)",
+            ),
+            (
+                not (self.use_reentrant and (self.selective or self.determinism_check != "default")),
+                "use_reentrant=True takes neither selective nor determinism_check",
+            ),
+            (
+                self.api == "checkpoint" or not (self.extra_args or self.multi_output),
+                "extra_args and multi_output need api 'checkpoint'",
+            ),
+            (
+                not (self.use_reentrant and self.extra_args),
+                "use_reentrant=True takes no keyword arguments (extra_args)",
+            ),
+            (
+                self.preserve_rng_state or not any(kind.random for kind in inside),
+                "preserve_rng_state=False with a random layer inside makes eager's own gradient inconsistent with "
+                "its forward",
+            ),
+            (
+                self.api != "wrapper" or (len(inside) == 1 and not inside[0].functional),
+                "api 'wrapper' wraps exactly one module layer",
+            ),
+        ]
+        return [f"{where}: {message}" for holds, message in rules if not holds][:1]
 
 
 @dataclass

@@ -55,8 +55,15 @@ class _Rule:
     merge: Callable[[Any, Any], Any]
 
 
-def _same(value: Any) -> Any:
+def _identity(value: Any) -> Any:
     return value
+
+
+def _tally_sum(a: dict, b: dict) -> Counter:
+    """``a`` and ``b`` added, keys whose count is 0 kept (a region's reasons of 0 bytes are still its reasons)."""
+    total = Counter(a)
+    total.update(b)
+    return total
 
 
 def _sorted_dict(mapping: dict) -> dict:
@@ -71,7 +78,10 @@ def _counts(n: int) -> _Rule:
         load=lambda data: defaultdict(lambda: [0] * n, {key: [*counts, *[0] * n][:n] for key, counts in data.items()}),
         merge=lambda ours, theirs: defaultdict(
             lambda: [0] * n,
-            {key: [a + b for a, b in zip(ours[key], theirs[key], strict=True)] for key in {*ours, *theirs}},
+            {
+                key: [a + b for a, b in zip(ours.get(key, [0] * n), theirs.get(key, [0] * n), strict=True)]
+                for key in {*ours, *theirs}
+            },
         ),
     )
 
@@ -86,14 +96,14 @@ def _bound(pick: Callable[..., float]) -> Callable[[Any, Any], Any]:
     return lambda ours, theirs: pick((t for t in (ours, theirs) if t is not None), default=None)
 
 
-COUNT = _Rule(int, _same, _same, lambda a, b: a + b)
-SECONDS = _Rule(float, lambda seconds: round(seconds, 3), _same, lambda a, b: a + b)
+COUNT = _Rule(int, _identity, _identity, lambda a, b: a + b)
+SECONDS = _Rule(float, lambda seconds: round(seconds, 3), _identity, lambda a, b: a + b)
 TALLY = _Rule(Counter, _sorted_dict, Counter, lambda a, b: a + b)
 TALLIES = _Rule(  # per key, a tally
     lambda: defaultdict(Counter),
     lambda tallies: {key: _sorted_dict(tally) for key, tally in sorted(tallies.items())},
     lambda data: defaultdict(Counter, {key: Counter(tally) for key, tally in data.items()}),
-    lambda a, b: defaultdict(Counter, {key: a.get(key, Counter()) + b.get(key, Counter()) for key in {*a, *b}}),
+    lambda a, b: defaultdict(Counter, {key: _tally_sum(a.get(key, {}), b.get(key, {})) for key in {*a, *b}}),
 )
 LISTS = _Rule(  # per key, a list
     lambda: defaultdict(list),
@@ -101,16 +111,16 @@ LISTS = _Rule(  # per key, a list
     lambda data: defaultdict(list, data),
     lambda a, b: defaultdict(list, {key: [*a.get(key, []), *b.get(key, [])] for key in {*a, *b}}),
 )
-LIST = _Rule(list, _same, list, lambda a, b: [*a, *b])
+LIST = _Rule(list, _identity, list, lambda a, b: [*a, *b])
 MAPPING = _Rule(dict, _sorted_dict, dict, lambda a, b: {**a, **b})
 EARLIEST_PER_KEY = _Rule(
-    dict, _same, dict, lambda a, b: {k: min(v for v in (a.get(k), b.get(k)) if v is not None) for k in {*a, *b}}
+    dict, _sorted_dict, dict, lambda a, b: {k: min(v for v in (a.get(k), b.get(k)) if v is not None) for k in {*a, *b}}
 )
-EARLIEST_START = _Rule(lambda: None, _same, _same, _bound(min))
-LATEST_END = _Rule(lambda: None, _same, _same, _bound(max))
-FIRST_FAILURE = _Rule(lambda: None, _same, _same, _earliest("after_s"))
+EARLIEST_START = _Rule(lambda: None, _identity, _identity, _bound(min))
+LATEST_END = _Rule(lambda: None, _identity, _identity, _bound(max))
+FIRST_FAILURE = _Rule(lambda: None, _identity, _identity, _earliest("after_s"))
 # startup_s and first_example_s are one measurement (the earliest process's): merged together, in `merge`.
-STARTUP = _Rule(lambda: None, _same, _same, lambda a, b: a)
+PAIRED_WITH_STARTUP = _Rule(lambda: None, _identity, _identity, lambda a, b: a)
 
 
 def stat(rule: _Rule, key: str | None = None) -> Any:
@@ -138,8 +148,8 @@ class CampaignStats:
     invalid_reasons: Counter = stat(TALLY)
     coverage: Counter = stat(TALLY)  # trait (see fuzz.generate.coverage) -> examples run with it
     fell_back_coverage: Counter = stat(TALLY)  # trait -> valid examples thunder fell back on
-    failures: list[dict[str, Any]] = stat(LIST)
     first_failure: dict[str, Any] | None = stat(FIRST_FAILURE)
+    failures: list[dict[str, Any]] = stat(LIST)
     # known issue id -> [examples where it reproduced, examples where it did not]
     known_issues: defaultdict[str, list[int]] = stat(_counts(2))
     known_issue_checks: dict[str, str] = stat(MAPPING)  # id -> verdict of --known-issues check
@@ -175,8 +185,8 @@ class CampaignStats:
     sent_alone: int = stat(COUNT)  # members of a batch run alone after it: they failed there, or it did not finish
     # Seconds from the command's start to the first example's start (the earliest process's: imports, collection,
     # workers' start), and what that example took (thunder's and inductor's one-off set-up included).
-    startup_s: float | None = stat(STARTUP)
-    first_example_s: float | None = stat(STARTUP)
+    startup_s: float | None = stat(PAIRED_WITH_STARTUP)
+    first_example_s: float | None = stat(PAIRED_WITH_STARTUP)
     # When the first of the campaign's test items started and the last ended (time.time(), over all processes): the
     # campaign's own time, which a pytest session that also runs other tests (`make test`) does not count.
     items_started_at: float | None = stat(EARLIEST_START)
@@ -299,7 +309,10 @@ class CampaignStats:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CampaignStats:
-        """The statistics ``to_dict`` wrote (a key an older run lacks starts empty)."""
+        """The statistics ``to_dict`` wrote (a key an older run lacks starts empty); a KeyError if ``data`` is not
+        a campaign's statistics (no ``examples``)."""
+        if "examples" not in data:
+            raise KeyError("examples: not a campaign's statistics")
         return cls(**{f.name: _rule(f).load(data[_key(f)]) for f in fields(cls) if data.get(_key(f)) is not None})
 
     def merge(self, other: CampaignStats) -> None:

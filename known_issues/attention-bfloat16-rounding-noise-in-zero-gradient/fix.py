@@ -32,13 +32,9 @@ EDITS = [
     ),
     Edit(
         "thunder.torch",
-        old="""    attn_weight = softmax(logits, dim=-1)
-    attn_weight = dropout(attn_weight, dropout_p)
-    return attn_weight @ value
+        old="""    return attn_weight @ value
 """,
-        new="""    attn_weight = softmax(logits, dim=-1)
-    attn_weight = dropout(attn_weight, dropout_p)
-    return (attn_weight @ value).to(result_dtype)
+        new="""    return (attn_weight @ value).to(result_dtype)
 """,
     ),
 ]
