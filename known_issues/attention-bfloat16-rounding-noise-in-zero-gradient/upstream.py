@@ -1,6 +1,6 @@
-"""thunderfx's bfloat16 scaled_dot_product_attention backward leaves rounding noise where eager's gradient is exactly
-0 (and float64's 1e-18): a tiny Llama on equal tokens, whose softmax gradient cancels; AdamW's next step moves each
-such weight by about lr. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""attention bfloat16 rounding noise in zero gradient, reduced by hand. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+# thunderfx's bfloat16 sdpa backward leaves rounding noise where eager's gradient is exactly 0 (float64's 1e-18): a
+# tiny Llama on equal tokens, whose softmax gradient cancels; AdamW's next step moves each such weight by about lr.
 import copy, os, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
