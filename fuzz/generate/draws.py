@@ -15,11 +15,7 @@ from fuzz.generate import axes
 from fuzz.generate.kind import Incoming, LayerKind, Param
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.op_catalog import MUTATION_DTYPES, OpCall, catalog
-from fuzz.generate.spec import (
-    CheckpointSpec,
-    LayerSpec,
-)
-from fuzz.generate.spec_parts import CHECKPOINT_APIS, DETERMINISM_CHECKS
+from fuzz.generate.spec_parts import CHECKPOINT_APIS, DETERMINISM_CHECKS, CheckpointSpec, LayerSpec
 
 MAX_DIM = 64
 MAX_LAYERS = 8

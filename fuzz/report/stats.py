@@ -86,14 +86,9 @@ def _counts(n: int) -> _Rule:
     )
 
 
-def _earliest(key: str) -> Callable[[Any, Any], Any]:
-    """The one of two records (or None) whose ``key`` is smaller."""
-    return lambda ours, theirs: min((r for r in (ours, theirs) if r is not None), key=lambda r: r[key], default=None)
-
-
-def _bound(pick: Callable[..., float]) -> Callable[[Any, Any], Any]:
-    """``pick`` (min or max) of two optional times."""
-    return lambda ours, theirs: pick((t for t in (ours, theirs) if t is not None), default=None)
+def _bound(pick: Callable[..., Any], key: Callable[[Any], Any] | None = None) -> Callable[[Any, Any], Any]:
+    """``pick`` (min or max, by ``key``) of two optional values: the one that is not None, or None."""
+    return lambda ours, theirs: pick((v for v in (ours, theirs) if v is not None), key=key, default=None)
 
 
 COUNT = _Rule(int, _identity, _identity, lambda a, b: a + b)
@@ -113,12 +108,10 @@ LISTS = _Rule(  # per key, a list
 )
 LIST = _Rule(list, _identity, list, lambda a, b: [*a, *b])
 MAPPING = _Rule(dict, _sorted_dict, dict, lambda a, b: {**a, **b})
-EARLIEST_PER_KEY = _Rule(
-    dict, _sorted_dict, dict, lambda a, b: {k: min(v for v in (a.get(k), b.get(k)) if v is not None) for k in {*a, *b}}
-)
+EARLIEST_PER_KEY = _Rule(dict, _sorted_dict, dict, lambda a, b: {k: _bound(min)(a.get(k), b.get(k)) for k in {*a, *b}})
 EARLIEST_START = _Rule(lambda: None, _identity, _identity, _bound(min))
 LATEST_END = _Rule(lambda: None, _identity, _identity, _bound(max))
-FIRST_FAILURE = _Rule(lambda: None, _identity, _identity, _earliest("after_s"))
+FIRST_FAILURE = _Rule(lambda: None, _identity, _identity, _bound(min, key=lambda failure: failure["after_s"]))
 # startup_s and first_example_s are one measurement (the earliest process's): merged together, in `merge`.
 PAIRED_WITH_STARTUP = _Rule(lambda: None, _identity, _identity, lambda a, b: a)
 
