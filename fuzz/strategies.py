@@ -98,6 +98,15 @@ def _input_updates_where_eager_allows(
     return fitted, input_requires_grad and not mutated
 
 
+def _compiled_where_random(checkpoints: list[CheckpointSpec], layers: list[LayerSpec]) -> list[CheckpointSpec]:
+    """``checkpoints``, checkpoint_sequential made a plain checkpoint where a layer is random: dynamo never compiles
+    checkpoint_sequential (the whole network then runs eagerly), and a random network's oracle needs thunder to draw
+    its random numbers (see fuzz.judge.harness)."""
+    if not any(LAYER_KINDS[layer.kind].random for layer in layers):
+        return checkpoints
+    return [replace(c, api="checkpoint", segments=1) if c.api == "sequential" else c for c in checkpoints]
+
+
 @st.composite
 def net_specs(
     draw: st.DrawFn,
@@ -132,11 +141,7 @@ def net_specs(
         incoming = LAYER_KINDS[layer.kind].output(layer.params, incoming)
     layers = [layer for layer, _ in placed]
     assume(layers)  # the input was one no kind of ``kinds`` takes
-    checkpoints = checkpoints_from_placements([placement for _, placement in placed], layers)
-    if any(LAYER_KINDS[layer.kind].random for layer in layers):
-        # Dynamo never compiles checkpoint_sequential (the whole network then runs eagerly), and a
-        # random network's oracle needs thunder to draw its random numbers (see fuzz.judge.harness).
-        checkpoints = [replace(c, api="checkpoint", segments=1) if c.api == "sequential" else c for c in checkpoints]
+    checkpoints = _compiled_where_random(checkpoints_from_placements([p for _, p in placed], layers), layers)
     autocast = draw(st.sampled_from(AUTOCAST_REGIONS[1:])) if rarely(draw) and dtype == "float32" else None
     if autocast == "checkpoints" and not any(c.api == "checkpoint" for c in checkpoints):
         autocast = "forward"

@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import Path
 
-from tools.house_metrics import upward_arrows
+from tools.house_metrics import FUNCTION_LINES, long_functions, upward_arrows
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 400
@@ -95,3 +95,23 @@ def test_no_module_over_400_lines_and_each_package_says_what_its_stage_takes_and
 
 def test_no_module_imports_its_stages_entry_point_back():
     assert upward_arrows() == []
+
+
+# The functions over FUNCTION_LINES (60) lines, each with why it may be. A declaration is long by nature; the others
+# mix jobs and are to be split by role (issue 48), and then leave this list.
+LONG_FUNCTIONS_ALLOWED = {
+    "fuzz.cli._parser": "the CLI's argparse declaration: one call per subcommand and option",
+    "fuzz.campaign.plugin.pytest_addoption": "the plugin's pytest options: one declaration per option",
+    "fuzz.campaign.hooks.pytest_configure": "to split: the run's configuration read, checked and installed in one",
+    "fuzz.judge.harness._verdict": "to split: the verdict, its rerun and its triage in one",
+    "fuzz.judge.parity.mismatch": "to split: the per-tensor rules and their message in one",
+    "fuzz.report.summary.summary_lines": "to split: a line group per part of the summary",
+    "fuzz.run.regions._read_thunder": "to split: thunder's traces read for regions, saved tensors and fallbacks in one",
+}
+
+
+def test_no_function_over_60_lines_but_those_allowed_and_each_allowed_one_still_is():
+    assert FUNCTION_LINES == 60
+    long = {entry.rsplit(" ", 1)[0] for entry in long_functions()}
+    assert long <= set(LONG_FUNCTIONS_ALLOWED), f"split these by role: {sorted(long - set(LONG_FUNCTIONS_ALLOWED))}"
+    assert set(LONG_FUNCTIONS_ALLOWED) <= long, f"now short, take off the list: {set(LONG_FUNCTIONS_ALLOWED) - long}"

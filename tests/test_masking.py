@@ -81,6 +81,7 @@ FIXED_OP_CELLS = {
     "batch-norm-stats-saved-in-checkpoint": F.instance_norm,
     "diagonal-inplace-update-lost": torch.diagonal,
     "inplace-silu-wrong-grad": F.silu,
+    "mish-grad-nan-large-input": F.mish,
 }
 # Not cells: zero-gradient-output-loses-requires-grad's ops (floor, ceil) have a zero gradient, which no scale moves;
 # unused-inplace-update-crash's network does not read the layer it fixes; empty-output-loses-requires-grad's output

@@ -218,6 +218,9 @@ def applied(fixes: Sequence[Fix]) -> Iterator[None]:
     # One plan per module, of every fix's edits together: two fixes of one function make one new body.
     edits = [edit for fix in with_bases(fixes) for edit in fix.edits]
     plans = [_plan(module_name, tuple(module_edits)) for module_name, module_edits in _by_module(edits).items()]
+    # in the order the modules were imported: a statement added to a lower layer (a new prim) before one that uses it
+    imported = {name: index for index, name in enumerate(sys.modules)}
+    plans.sort(key=lambda plan: imported[plan[0].__name__])
     touched = {module for module, _, _ in plans} | {sys.modules[n] for n in _REGISTRY_MODULES if n in sys.modules}
     snapshots = [_snapshot(module) for module in touched]
     swapped: list[tuple[FunctionType, CodeType]] = []
