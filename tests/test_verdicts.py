@@ -362,14 +362,14 @@ SILU_THEN_TANH = NetSpec(
 
 
 def test_a_known_issue_without_a_fix_explains_its_own_failure_by_its_trigger(tmp_path):
-    # reentrant-checkpoint-unsupported has no fix (a feature thunder documents as missing): its identity is still its
-    # trigger (one with a fix is credited by it, tests/test_fixes.py)
+    # hardsigmoid-float64-grad-imprecise has no fix: its identity is still its trigger and band (one with a fix is
+    # credited by it, tests/test_fixes.py)
     campaign = Campaign(CampaignConfig(run_dir=tmp_path))
-    spec = recorded_spec("reentrant-checkpoint-unsupported")
+    spec = recorded_spec("hardsigmoid-float64-grad-imprecise")
     known = known_issues_for(spec)
-    assert [issue.id for issue in known] == ["reentrant-checkpoint-unsupported"]
+    assert [issue.id for issue in known] == ["hardsigmoid-float64-grad-imprecise"]
     outcome = check_spec(spec)
-    assert campaign.record(outcome, known) is True  # expected: it goes away with the checkpoint non-reentrant
+    assert campaign.record(outcome, known) is True  # expected: it goes away without the hardsigmoid
     assert campaign.stats.known_explained_failures == campaign.stats.known_class_failures == 1
 
 
