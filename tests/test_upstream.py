@@ -17,7 +17,7 @@ from fuzz.judge.harness import check_spec
 from fuzz.model_builder import build_example
 from fuzz.registry.drafts import RECORD, UPSTREAM, reduced_by_hand, title
 from fuzz.registry.files import KNOWN_ISSUES_DIR, recorded_failure, recorded_spec
-from fuzz.registry.fixes import load_fix, with_bases
+from fuzz.registry.fixes import diff_with_bases, load_fix
 from fuzz.registry.issue import installed_thunder
 from fuzz.registry.known_issues import KNOWN_ISSUES
 from fuzz.report.upstream import MAX_LINES, _network, upstream_source
@@ -75,7 +75,7 @@ def test_each_issue_md_holds_its_entrys_current_fix_diff_or_no_fix(issue):
     if (fix := load_fix(issue.id)) is None:
         assert "### Candidate fix" not in text
     else:
-        assert "### Candidate fix" in text and "".join(each.diff() for each in with_bases([fix])).rstrip("\n") in text
+        assert "### Candidate fix" in text and diff_with_bases(fix).rstrip("\n") in text
 
 
 def test_upstream_py_exits_1_where_the_failure_shows_0_where_not_and_2_when_it_cannot_run(tmp_path):

@@ -15,7 +15,7 @@ import sys
 from datetime import date
 
 from fuzz.registry.files import KNOWN_ISSUES_DIR, recorded_failure, recorded_spec
-from fuzz.registry.fixes import Fix, load_fix, with_bases
+from fuzz.registry.fixes import Fix, diff_with_bases, load_fix
 from fuzz.registry.issue import VERSIONS_FILE, KnownIssue, installed_thunder
 from fuzz.registry.known_issues import KNOWN_ISSUES
 from fuzz.registry.signatures import read_entry
@@ -90,7 +90,7 @@ def _candidate(fix: Fix) -> tuple[str, str]:
     why = fix.why
     if fix.builds_on:
         why += f" It builds on the fix of {', '.join(fix.builds_on)}: the diff below holds that fix first."
-    return why, "".join(each.diff() for each in with_bases([fix]))
+    return why, diff_with_bases(fix)
 
 
 def main(argv: list[str]) -> int:

@@ -140,6 +140,11 @@ def with_bases(fixes: Sequence[Fix]) -> list[Fix]:
     return ordered
 
 
+def diff_with_bases(fix: Fix) -> str:
+    """``fix``'s unified diff, preceded by those of the fixes it builds on: the patch its upstream issue holds."""
+    return "".join(each.diff() for each in with_bases([fix]))
+
+
 def _changed_statements(old: str, new: str) -> list[ast.stmt]:
     """The top-level statements of ``new`` (and, inside a class ``old`` has, the class's statements) not in ``old``
     as such; a class ``old`` lacks is one new statement."""

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 from fuzz.generate.spec import NetSpec
 from fuzz.judge.outcome import Outcome
-from fuzz.registry.fixes import Fix, StaleFixError, applied, fixes_for, load_fix, with_bases
+from fuzz.registry.fixes import Fix, StaleFixError, applied, diff_with_bases, fixes_for, load_fix
 from fuzz.registry.known_issues import KNOWN_ISSUES
 
 
@@ -19,8 +19,7 @@ def fixes_on(thunder: str) -> tuple[list[Fix], list[str]]:
     for issue in KNOWN_ISSUES:
         if issue.expected_on(thunder) and (fix := load_fix(issue.id)) is not None:
             try:
-                for each in with_bases([fix]):
-                    each.diff()  # every edit's span (its bases' too), found once in the installed file
+                diff_with_bases(fix)  # every edit's span (its bases' too), found once in the installed file
             except StaleFixError as error:
                 notices.append(f"fix of {issue.id} not applied (stale on thunder {thunder}): {error}")
             else:
