@@ -100,7 +100,7 @@ def _check(args: argparse.Namespace, extra: list[str]) -> int:
     from dataclasses import replace
 
     from fuzz.campaign.config import resolve_device
-    from fuzz.judge.harness import check_spec
+    from fuzz.judge.verdict import check_spec
     from fuzz.run.runner import executor_names, use_executors
 
     try:

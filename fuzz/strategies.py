@@ -101,7 +101,7 @@ def _input_updates_where_eager_allows(
 def _compiled_where_random(checkpoints: list[CheckpointSpec], layers: list[LayerSpec]) -> list[CheckpointSpec]:
     """``checkpoints``, checkpoint_sequential made a plain checkpoint where a layer is random: dynamo never compiles
     checkpoint_sequential (the whole network then runs eagerly), and a random network's oracle needs thunder to draw
-    its random numbers (see fuzz.judge.harness)."""
+    its random numbers (see fuzz.judge.verdict)."""
     if not any(LAYER_KINDS[layer.kind].random for layer in layers):
         return checkpoints
     return [replace(c, api="checkpoint", segments=1) if c.api == "sequential" else c for c in checkpoints]

@@ -5,13 +5,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fuzz.campaign.families import GENERAL
+
 ROOT = Path(__file__).resolve().parent.parent
 FAULT = "tanh-grad-x2"
 
 _CAMPAIGN = "fuzz/test_ckpt_grad_parity.py -p tests.faults --fuzz-device cpu"
-# The general family only (no decoders, programs, models or op sweep), unless a caller's own -k (the last one wins)
-# picks another.
-_FAMILY = ["-k", "not decoder and not zoo and not sweep and not nested and not program and not training"]
+# The general family only (no decoders, programs, models or op sweep), unless a caller's own --fuzz-families (the
+# last one wins) picks others.
+_FAMILY = ["--fuzz-families", GENERAL.name]
 # The first vocabulary in float32/float64: the self-test then does not depend on which real thunder
 # bugs (or low-precision tolerance questions) the rest of the space exposes.
 _LAYERS = "linear,relu,tanh,sigmoid,gelu,silu,softplus,layer_norm,mlp,residual"

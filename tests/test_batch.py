@@ -8,8 +8,8 @@ import pytest
 import fuzz.run.batched
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.judge.batch import batchable, judged_in_batch
-from fuzz.judge.harness import check_spec
-from fuzz.judge.oracle import GradientDivergence
+from fuzz.judge.failures import GradientDivergence
+from fuzz.judge.verdict import check_spec
 from fuzz.registry.files import recorded_spec
 from fuzz.registry.known_issues import KNOWN_ISSUES
 from tests.faults import injected

@@ -16,9 +16,9 @@ from fuzz.campaign.config import CampaignConfig
 from fuzz.campaign.engine import SHORTENED, Campaign
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.generate.sweep import sweep_specs
-from fuzz.judge.harness import check_spec
-from fuzz.judge.oracle import GradientDivergence
+from fuzz.judge.failures import GradientDivergence
 from fuzz.judge.outcome import VERDICT_CUT
+from fuzz.judge.verdict import check_spec
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.report.failures import blames
 from tests.faults import busy, injected, replaced
@@ -127,7 +127,7 @@ def test_a_failure_kept_unshrunk_blames_no_op(tmp_path):
     with injected("tanh-grad-x2"):
         failure = check_spec(case).failure
     assert failure is not None and blames(case) == "op abs"
-    campaign._reduce_and_write(case, failure, reduce=False)
+    campaign.findings.reduce_and_write(case, failure, reduce=False)
     campaign.write_worker_stats()
     (listed,) = campaign.summary(exit_status=1)["failures"]
     assert listed["unshrunk"] and listed["blames"] is None, listed
@@ -256,9 +256,26 @@ def test_a_reduction_whose_blame_check_the_end_of_the_budget_cuts_short_blames_n
         failure = check_spec(case).failure
         assert failure is not None
         campaign.budget.end = time.monotonic()
-        spec, failure, judged = campaign._reduced(case, failure)
+        spec, failure, judged = campaign.findings.reduced(case, failure)
     assert spec == case and not judged
-    campaign._write_final_failure(spec, failure, reduced=judged)
+    campaign.findings.write_final(spec, failure, reduced=judged)
     campaign.write_worker_stats()
     (listed,) = campaign.summary(exit_status=1)["failures"]
     assert listed["blames"] is None and "in a network not reduced" in listed["cluster_label"], listed
+
+
+def test_a_database_filled_under_a_tests_old_key_is_moved_to_its_new_key(tmp_path):
+    """`adopt_examples`: every corpus Hypothesis keeps under a key (failures, the secondary and pareto ones) moves."""
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    from fuzz.campaign.database import adopt_examples
+
+    database = DirectoryBasedExampleDatabase(tmp_path)
+    old, new = b"old", b"new"
+    for corpus, value in ((b"", b"a"), (b".secondary", b"b"), (b".pareto", b"c")):
+        database.save(old + corpus, value)
+    database.save(new, b"d")
+    assert adopt_examples(database, old, new) == 3
+    assert set(database.fetch(new)) == {b"a", b"d"} and list(database.fetch(new + b".secondary")) == [b"b"]
+    assert list(database.fetch(new + b".pareto")) == [b"c"] and not list(database.fetch(old))
+    assert adopt_examples(database, old, new) == 0  # the next run has nothing left to move

@@ -5,6 +5,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from fuzz.campaign.families import DECODER
 from tests.campaign_runs import ROOT, campaign_command
 
 
@@ -42,7 +43,9 @@ def test_a_budget_spent_after_replaying_the_database_ends_every_shard_cleanly(tm
 def test_a_budget_spent_on_the_explicit_example_ends_its_shard_cleanly(tmp_path):
     # The decoder family's shard 0 first runs thunder's own network (an explicit example, seconds
     # to compile); with the budget gone by then, every generated call overruns: Unsatisfiable.
-    run, summary = _run(tmp_path, "--hypothesis-profile", "nightly", "--fuzz-minutes", "0.01", "-k", "decoder")
+    run, summary = _run(
+        tmp_path, "--hypothesis-profile", "nightly", "--fuzz-minutes", "0.01", "--fuzz-families", DECODER.name
+    )
     assert run.returncode == 0, run.stdout[-3000:]
     assert summary["result"] == "passed: nothing failed" and summary["examples"] == 1
 

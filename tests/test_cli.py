@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import fuzz.versions.compat
+from fuzz.campaign.families import GENERAL, ZOO
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.registry.known_issues import KNOWN_ISSUES
 from tests.campaign_runs import fault_everywhere
@@ -119,8 +120,7 @@ def test_run_then_replay_then_report_each_run_in_its_own_folder(tmp_path):
     focus += ["--seed", "0"]  # a fixed draw: seeds 1 and 3 meet memory failures of thunder 0.2.6 within it
     # The general family only: --fuzz-layers focuses it; programs and training steps draw their own layers (on thunder
     # 0.2.6 they meet unregistered forms of known bugs, and this run went red on the seeds that drew them).
-    others = ("decoder", "zoo", "sweep", "known_issue", "program", "training", "nested")
-    family = ["-k", " and ".join(f"not {name}" for name in others)]
+    family = ["--fuzz-families", GENERAL.name]
     paths = ["--artifacts", str(tmp_path / "runs"), "--fuzz-database", str(tmp_path / "db")]
     # Bounded by examples (the dev profile's 25), not by seconds: a loaded machine makes it slower, never empty. The
     # budget is only a ceiling (measured: about 40 s idle; a 0.35-minute budget left nothing to replay under load).
@@ -172,14 +172,12 @@ def test_a_campaign_deselects_the_registry_retests_unless_it_checks_them():
         command = [sys.executable, "-m", "pytest", "fuzz/test_ckpt_grad_parity.py", "--collect-only", "-q", *extra]
         return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120).stdout
 
-    # (with each model-zoo architecture's test on its one shard of 8: 7 x 7 more deselected)
-    zoo = len(ARCHITECTURES) * (8 - 1)
+    # (with the nested slice's 8 shards, which a dev campaign leaves out)
+    nested = 8
     listing = collected("--fuzz-device", "cpu")
-    assert f"({len(KNOWN_ISSUES) + zoo} deselected)" in listing
+    assert f"({len(KNOWN_ISSUES) + nested} deselected)" in listing
     # Shard by shard, each model-zoo architecture i in round i // 2 (bert, the 7th, before every family's shard 4).
     order = [line.split("::")[1] for line in listing.splitlines() if "::" in line]
-    assert order.index(f"test_zoo_{list(ARCHITECTURES)[-1]}_ckpt_grad_parity[shard6]") < order.index(
-        "test_ckpt_grad_parity[shard4]"
-    )
-    assert order.index("test_ckpt_grad_parity[shard0]") < order.index("test_ckpt_grad_parity[shard1]")
-    assert f"({zoo} deselected)" in collected("--fuzz-device", "cpu", "--known-issues", "check")
+    assert order.index(f"{ZOO.test}[{list(ARCHITECTURES)[-1]}]") < order.index(f"{GENERAL.test}[shard4]")
+    assert order.index(f"{GENERAL.test}[shard0]") < order.index(f"{GENERAL.test}[shard1]")
+    assert f"({nested} deselected)" in collected("--fuzz-device", "cpu", "--known-issues", "check")

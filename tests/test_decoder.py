@@ -8,10 +8,11 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
+from fuzz.campaign.families import DECODER
 from fuzz.generate.decoder import checkpointing_thunderfx_spec, decoder_specs
 from fuzz.generate.spec import NetSpec, validate
-from fuzz.judge.harness import check_spec
 from fuzz.judge.thunder_runs import run_thunder
+from fuzz.judge.verdict import check_spec
 from fuzz.model_builder import build_example
 from fuzz.run.runner import run_eager
 from tests.campaign_runs import run_campaign
@@ -109,7 +110,7 @@ def test_a_fault_in_attention_shrinks_to_one_small_block(tmp_path):
     """An SDPA gradient fault inside checkpoints: the decoder family finds it and shrinks block by block, dim by dim."""
     run = run_campaign(
         tmp_path,
-        *("-k", "decoder and shard1", "--fuzz-shards", "2"),  # shard 0 would run the seed network first
+        *("--fuzz-families", DECODER.name, "-k", "shard1", "--fuzz-shards", "2"),  # shard 0 runs the seed network first
         *("--hypothesis-profile", "nightly", "--fuzz-minutes", "8", "--fuzz-dtypes", "float32"),
         fault="sdpa-grad-x2",
     )

@@ -21,7 +21,7 @@ from torch.utils.checkpoint import checkpoint
 from fuzz.campaign.budget import ItemBudget
 from fuzz.campaign.known import KnownBugs
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
-from fuzz.judge.harness import check_spec
+from fuzz.judge.verdict import check_spec
 from fuzz.registry.files import recorded_spec
 from fuzz.registry.fix_checks import FIX_RECORD, PASSING_KEY, PassingCheck, _no_worse, _selection_passes
 from fuzz.registry.fixes import (

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fuzz.campaign.families import GENERAL, PROGRAM
 from fuzz.cli import _parser
 from fuzz.report.merge import job_seed
 from tests.campaign_runs import ROOT, fault_everywhere
@@ -178,7 +179,7 @@ def _job(index: int, redis: str, root: Path) -> subprocess.Popen:
     command = [
         *(sys.executable, "-m", "fuzz.cli", "run", "--minutes", "2", "-n", "0", "--device", "cpu"),
         *("--shards", "1", "--seed", "0", "--campaign", "local", "--artifacts", str(root)),
-        *("-p", "tests.faults", "-k", "not decoder and not sweep and not zoo", "--fuzz-layers", "tanh,relu"),
+        *("-p", "tests.faults", "--fuzz-families", f"{GENERAL.name},{PROGRAM.name}", "--fuzz-layers", "tanh,relu"),
         *("--fuzz-dtypes", "float32", "--fuzz-database", redis),
     ]
     env = {**os.environ, **fault_everywhere("tanh-grad-x2"), "JOB_COMPLETION_INDEX": str(index)}

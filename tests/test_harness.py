@@ -11,9 +11,9 @@ from thunder.dynamo.utils import _torch_to_thunder_function_map
 import fuzz.fix
 from fuzz.fix import STOCK_CONVERTER
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
-from fuzz.judge.harness import check_spec
-from fuzz.judge.oracle import ExampleTimeout, GradientDivergence, ThunderCrash
+from fuzz.judge.failures import ExampleTimeout, GradientDivergence, ThunderCrash
 from fuzz.judge.outcome import VERDICT_CUT, ConverterComparison
+from fuzz.judge.verdict import check_spec
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.report.failures import failure_id
 from tests.faults import busy, injected, replaced, scaled_gradient
@@ -60,7 +60,7 @@ def test_cancellation_noise_is_not_a_divergence():
 )
 def test_a_gradient_fault_inside_a_checkpoint_is_found_and_classified(fault, dtype, failure_class):
     # 64 gradient elements: a 1% scale of a bfloat16 gradient is told from rounding noise
-    # statistically (fuzz/judge/parity.py, rule 3); with a handful of elements it cannot be.
+    # statistically (fuzz/judge/tolerance.py, rule 3); with a handful of elements it cannot be.
     with injected(fault):
         inside = check_spec(_spec("tanh", dtype=dtype, features=32))
         outside = check_spec(_spec("tanh", dtype=dtype, features=32, checkpoints=()))

@@ -3,7 +3,7 @@
 import pytest
 
 from fuzz.generate.reduce import valid
-from fuzz.judge.harness import check_spec
+from fuzz.judge.verdict import check_spec
 from fuzz.registry.files import expected_repro, recorded_failure, recorded_spec
 from fuzz.registry.issue import installed_thunder
 from fuzz.registry.known_issues import KNOWN_ISSUES, known_issues_for

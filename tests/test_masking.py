@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
-from fuzz.judge.harness import check_spec
+from fuzz.judge.verdict import check_spec
 from fuzz.model_builder import build_example
 from fuzz.registry.files import KNOWN_ISSUES_DIR, recorded_spec
 from fuzz.registry.fixes import applied

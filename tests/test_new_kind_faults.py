@@ -7,7 +7,7 @@ import json
 import pytest
 
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
-from fuzz.judge.harness import check_spec
+from fuzz.judge.verdict import check_spec
 from fuzz.registry.known_issues import KNOWN_ISSUES
 from tests.campaign_runs import run_campaign
 

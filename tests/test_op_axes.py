@@ -10,6 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fuzz.campaign.families import SWEEP
 from fuzz.generate import axes, blocks
 from fuzz.generate.draws import layer_specs
 from fuzz.generate.kind import Incoming
@@ -19,7 +20,7 @@ from fuzz.generate.ops import render
 from fuzz.generate.reduce import reduce_spec
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.generate.sweep import sweep_specs
-from fuzz.judge.harness import check_spec
+from fuzz.judge.verdict import check_spec
 from fuzz.model_builder import build_example
 from fuzz.report.html import axes_section
 from fuzz.report.op_family import axis_coverage
@@ -213,8 +214,8 @@ def test_a_fault_no_sample_reaches_is_found_through_its_axis_and_shrunk_to_that_
         op,
         "--fuzz-dtypes",
         "float32",
-        "-k",  # the sweep runs a case per value class (drawn networks with the fault shrink for many minutes)
-        "op_sweep",
+        "--fuzz-families",  # the sweep runs a case per value class (drawn networks with the fault shrink for minutes)
+        SWEEP.name,
         "--fuzz-minutes",
         "3",
         "--fuzz-confirm",

@@ -8,6 +8,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 
+from fuzz.campaign.families import SWEEP
 from fuzz.generate.op_catalog import _build_catalog, catalog
 from fuzz.generate.spec import DTYPES, LayerSpec, NetSpec
 from fuzz.generate.sweep import sweep_specs
@@ -114,8 +115,8 @@ def test_a_fault_in_one_non_default_argument_is_found_and_shrunk_to_that_call_al
 
 
 def test_the_sweep_finds_exactly_the_faulty_argument_variants(tmp_path):
-    run = run_campaign(tmp_path, "-k", "sweep", "--fuzz-layers", "op,op_module", "--fuzz-ops", "leaky_relu,relu",
-                       fault=FAULT)  # fmt: skip
+    run = run_campaign(tmp_path, "--fuzz-families", SWEEP.name, "--fuzz-layers", "op,op_module",
+                       "--fuzz-ops", "leaky_relu,relu", fault=FAULT)  # fmt: skip
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
     artifacts = tmp_path / "artifacts" / "latest"
     summary = json.loads((artifacts / "summary.json").read_text())

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from fuzz.judge.oracle import ForwardDivergence, GradientDivergence, judge
-from fuzz.judge.parity import TOLERANCES, mismatch
+from fuzz.judge.failures import ForwardDivergence, GradientDivergence, judge
+from fuzz.judge.tolerance import TOLERANCES, mismatch
 
 
 def _tensor(dtype, seed=0):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from fuzz.campaign.families import GENERAL, PROGRAM, SWEEP, TRAINING
 from fuzz.generate.spec import NetSpec
 from tests.campaign_runs import run_campaign
 
@@ -22,8 +23,8 @@ def test_a_tanh_fault_in_the_op_familys_plumbing_is_one_failure_of_tanh(tmp_path
         "op,op_module",
         "--fuzz-dtypes",
         "float32",
-        "-k",
-        "not decoder and not zoo and not nested",  # the op sweep and the op family's random networks
+        "--fuzz-families",  # the op sweep and the op family's random networks
+        ",".join(family.name for family in (SWEEP, GENERAL, PROGRAM, TRAINING)),
         "--fuzz-minutes",
         "3",
         "--fuzz-confirm",

@@ -10,11 +10,12 @@ import pytest
 import torch
 from hypothesis import HealthCheck, Phase, find, given, settings
 
+from fuzz.campaign.families import PROGRAM
 from fuzz.generate import program
 from fuzz.generate.program_specs import program_specs
 from fuzz.generate.reduce import without_layers
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec, SpecError, validate
-from fuzz.judge.harness import check_spec
+from fuzz.judge.verdict import check_spec
 from fuzz.model_builder import build_example, network_source
 from fuzz.registry.fixes import applied
 from fuzz.registry.issue import installed_thunder
@@ -163,8 +164,8 @@ def test_a_fault_only_a_program_reaches_is_found_and_shrunk_to_its_data_flow(tmp
         "nightly",
         "--fuzz-minutes",
         "4",
-        "-k",
-        "program",
+        "--fuzz-families",
+        PROGRAM.name,
         "--known-issues",
         "xfail",
         "--fuzz-confirm",

@@ -6,7 +6,7 @@ from dataclasses import replace
 from fuzz.generate.ops import tensor_literals
 from fuzz.generate.reduce import STAND_IN, in_no_op, reduce_spec, with_plumbing, without_randomness
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
-from fuzz.judge.oracle import MemoryFailure
+from fuzz.judge.failures import MemoryFailure
 from fuzz.model_builder import build_example, network_source
 from fuzz.report.clusters import cluster_of
 from fuzz.report.failures import blames

@@ -142,7 +142,7 @@ def test_checkpoint_options_are_resolved_to_what_each_api_accepts():
 @_FAST
 @given(net_specs(kinds=["linear", "dropout", "relu"]))
 def test_random_networks_never_use_checkpoint_sequential(spec):
-    # Dynamo never compiles it, so the network would draw eager's random stream (see fuzz.judge.harness).
+    # Dynamo never compiles it, so the network would draw eager's random stream (see fuzz.judge.verdict).
     assert not (spec.random and any(c.api == "sequential" for c in spec.checkpoints))
 
 

@@ -82,7 +82,7 @@ def test_a_models_failure_has_a_cluster_named_by_its_architecture():
     # campaign's gpt2 finding with a harness error while its folder was written).
     from fuzz.generate.architectures import ZooModel
     from fuzz.generate.zoo import zoo_spec
-    from fuzz.judge.oracle import GradientDivergence
+    from fuzz.judge.failures import GradientDivergence
     from fuzz.report.clusters import cluster_of
 
     spec = zoo_spec(ZooModel("gpt2", heads=1, head_size=2, intermediate=4, checkpointing=False), vocab=8, seq=2)

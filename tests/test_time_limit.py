@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from fuzz.judge.oracle import ExampleTimeout
+from fuzz.judge.failures import ExampleTimeout
 from fuzz.registry.files import recorded_spec
 from fuzz.report.repro import repro_source
 from fuzz.run.runner import Deadline, time_limit

@@ -10,11 +10,12 @@ from dataclasses import replace
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from fuzz.campaign.families import TRAINING
 from fuzz.generate.reduce import reduce_spec
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec, SpecError, TrainingSpec
 from fuzz.generate.spec_parts import OPTIMIZERS as SPEC_OPTIMIZERS
 from fuzz.generate.training import with_training
-from fuzz.judge.harness import check_spec
+from fuzz.judge.verdict import check_spec
 from fuzz.model_builder import build_example, network_source
 from fuzz.registry.files import recorded_spec
 from fuzz.registry.issue import KNOWN_ISSUES_DIR
@@ -114,8 +115,8 @@ def test_a_fault_only_training_steps_reach_is_found_and_shrunk_to_two_steps(tmp_
         "nightly",
         "--fuzz-minutes",
         "4",
-        "-k",
-        "training",
+        "--fuzz-families",
+        TRAINING.name,
         "--known-issues",
         "xfail",
         fault=STALE,

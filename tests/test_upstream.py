@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
-from fuzz.judge.harness import check_spec
+from fuzz.judge.verdict import check_spec
 from fuzz.model_builder import build_example
 from fuzz.registry.drafts import RECORD, UPSTREAM, reduced_by_hand, title
 from fuzz.registry.files import KNOWN_ISSUES_DIR, recorded_failure, recorded_spec

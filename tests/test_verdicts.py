@@ -15,9 +15,9 @@ import fuzz.run.runner
 from fuzz.campaign.config import CampaignConfig
 from fuzz.campaign.engine import Campaign
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
-from fuzz.judge.harness import check_spec
-from fuzz.judge.oracle import AccuracyGap, GradientDivergence, ThunderCrash, judge
-from fuzz.judge.parity import compare, mismatch
+from fuzz.judge.failures import AccuracyGap, GradientDivergence, ThunderCrash, judge
+from fuzz.judge.tolerance import compare, mismatch
+from fuzz.judge.verdict import check_spec
 from fuzz.model_builder import build_example
 from fuzz.registry.files import recorded_spec
 from fuzz.registry.known_issues import known_issues_for

@@ -2,7 +2,10 @@
 specs."""
 
 import json
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,13 +15,15 @@ from hypothesis import HealthCheck, given, settings
 from fuzz.generate.architectures import ARCHITECTURES, ZooModel
 from fuzz.generate.spec import NetSpec, SpecError
 from fuzz.generate.zoo import SEED_MODEL, zoo_spec, zoo_specs
-from fuzz.judge.harness import check_spec
-from fuzz.judge.oracle import GradientDivergence
+from fuzz.judge.failures import GradientDivergence
+from fuzz.judge.verdict import check_spec
 from fuzz.model_builder import build_example
 from fuzz.report.repro import repro_source
 from fuzz.run.runner import run_eager
 from tests.campaign_runs import run_repro
 from tests.faults import injected, replaced, scaled_gradient_in
+
+ROOT = Path(__file__).resolve().parent.parent
 
 transformers = pytest.importorskip("transformers")
 
@@ -136,7 +141,7 @@ def test_the_self_consistency_check_tells_a_wrong_gradient_from_a_right_one():
     forward is no failure on a sound model and fails once thunder's SDPA gradient inside the checkpoints is doubled.
     This Llama's RMSNorm computes in float32, so its loss is rough for central differences: eager's own disagreement
     (1.5e-4 relative) makes the sound model's check inconclusive instead of a false failure."""
-    from fuzz.judge.oracle import GradientDivergence
+    from fuzz.judge.failures import GradientDivergence
     from fuzz.judge.self_consistency import self_consistent
     from fuzz.judge.thunder_runs import ThunderRuns
 
@@ -169,13 +174,18 @@ def test_a_bfloat16_only_fault_in_a_random_model_is_found_in_its_own_dtype():
 
 
 def test_each_architectures_test_has_its_own_database_key():
-    """Hypothesis keys a test by its source, the same for the seven generated zoo tests: each adds its architecture,
-    so that replaying another's saved failure (which then passes) never deletes it."""
-    import fuzz.test_ckpt_grad_parity as tests
+    """The zoo's test is pytest-parametrized by architecture, so Hypothesis keys each architecture's examples by its
+    node id: replaying another's saved failure (which then passes) never deletes it. Read from Hypothesis's own key
+    of each item (what the database holds after one example of each architecture's item, in a real campaign, would
+    need a model compile each: the item ids are what the key is made from)."""
+    from fuzz.campaign.families import LEGACY_KEYS, ZOO
     from fuzz.generate.architectures import ARCHITECTURES
 
-    keys = {
-        getattr(tests, f"test_zoo_{a}_ckpt_grad_parity").hypothesis.inner_test._hypothesis_internal_add_digest
-        for a in ARCHITECTURES
-    }
-    assert len(keys) == len(ARCHITECTURES)
+    listing = subprocess.run(
+        [sys.executable, "-m", "pytest", "fuzz/test_ckpt_grad_parity.py", "--collect-only", "-q", "--fuzz-device",
+         "cpu", "--fuzz-families", ZOO.name],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    ).stdout  # fmt: skip
+    items = [line for line in listing.splitlines() if f"::{ZOO.test}[" in line]
+    assert items == [f"fuzz/test_ckpt_grad_parity.py::{ZOO.test}[{arch}]" for arch in ARCHITECTURES], listing
+    assert len(set(LEGACY_KEYS[ZOO.name])) == len(ARCHITECTURES)  # each architecture's old key moves to its own

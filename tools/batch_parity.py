@@ -26,9 +26,9 @@ from fuzz.campaign.engine import Campaign
 from fuzz.fix import use_converter
 from fuzz.generate.spec import NetSpec
 from fuzz.judge.batch import batchable, judged_in_batch
-from fuzz.judge.harness import check_spec
 from fuzz.judge.limits import DEFAULT_TIMEOUT_S
 from fuzz.judge.outcome import Outcome
+from fuzz.judge.verdict import check_spec
 from fuzz.registry.known_issues import known_issues_for
 
 

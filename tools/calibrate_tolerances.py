@@ -1,5 +1,5 @@
 """Measure thunderfx's and eager's numerical error against float64, per dtype, to justify
-`fuzz.judge.parity.TOLERANCES`.
+`fuzz.judge.tolerance.TOLERANCES`.
 
     .venv/bin/python tools/calibrate_tolerances.py --examples 100 --dtypes bfloat16,float16,float32 --out calib.json
     [--device cuda] [--training]
@@ -7,7 +7,7 @@
 Draws deterministic networks (no random layers, no known issues) with the campaign's strategy,
 runs eager, the float64 reference and thunderfx, and records for every compared tensor the
 largest error of thunder and of eager against float64, their systematic scale factors
-(least-squares alpha, see `fuzz.judge.parity`), the tensor's and the example's scale, and the
+(least-squares alpha, see `fuzz.judge.tolerance`), the tensor's and the example's scale, and the
 verdict of the current rule. Prints, per dtype, the quantiles the rule's constants rest on and
 how many tensors the rule rejects (each one a false alarm unless thunder is really wrong there).
 With ``--training`` the networks train (`fuzz.generate.training`): the first step, the later steps and the state
@@ -26,8 +26,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 from fuzz.generate.training import with_training
-from fuzz.judge.parity import _scale_factor, mismatch, truth_name
 from fuzz.judge.thunder_runs import run_thunder
+from fuzz.judge.tolerance import _scale_factor, mismatch, truth_name
 from fuzz.model_builder import build_example
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.run.passes import AFTER_TRAINING, AT_STEP, is_state

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from fuzz.generate import axes
 from fuzz.generate.spec import NetSpec
-from fuzz.judge.harness import check_spec
+from fuzz.judge.verdict import check_spec
 from fuzz.registry.issue import explained_by
 from fuzz.registry.known_issues import KNOWN_ISSUES, KNOWN_ISSUES_DIR, known_issues_for
 

@@ -3,7 +3,7 @@
     .venv/bin/python -m tools.float64_sensitivity
 
 Each network is compiled once with thunderfx (fixed converter); one of thunder's real gradients is then made wrong
-and judged again as the harness judges a float64 example (`fuzz.judge.oracle.judge` against eager, with the nudged
+and judged again as the harness judges a float64 example (`fuzz.judge.failures.judge` against eager, with the nudged
 probe): scaled by ``1 + delta`` (a systematic error), or, for a gradient whose truth is 0 (a cancellation), moved by
 ``delta`` times the example's scale. A row gives the smallest ``delta`` of `DELTAS` detected; everything larger is
 detected too, or the row says where it is not.
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import torch
 
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
-from fuzz.judge.harness import _probe
-from fuzz.judge.oracle import judge
+from fuzz.judge.failures import judge
 from fuzz.judge.thunder_runs import run_thunder
+from fuzz.judge.verdict import _probe
 from fuzz.model_builder import build_example
 from fuzz.run.runner import run_eager
 

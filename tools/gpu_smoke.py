@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+from fuzz.campaign.families import GENERAL, PROGRAM, TRAINING, ZOO
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -48,7 +50,7 @@ def _versions(device: str) -> dict:
 
 def _seed_network(device: str) -> list[dict]:
     from fuzz.generate.decoder import checkpointing_thunderfx_spec
-    from fuzz.judge.harness import check_spec
+    from fuzz.judge.verdict import check_spec
 
     rows = []
     for converter in ("fixed", "stock"):
@@ -99,8 +101,18 @@ def main(argv: list[str] | None = None) -> int:
     campaign = [sys.executable, "-m", "fuzz.cli", "run", "-n", "auto", "--device", args.device]
     campaign += ["--converter", "both", "--artifacts", str(out / "campaigns")]
     campaign += [f"--fuzz-workers-per-gpu={args.workers_per_gpu}"]
-    general = ["--minutes", str(args.minutes), "-k", "not decoder and not zoo and not sweep and not known_issue"]
-    zoo = ["--minutes", str(args.minutes if args.zoo_minutes is None else args.zoo_minutes), "-k", "zoo"]
+    general = [
+        "--minutes",
+        str(args.minutes),
+        "--fuzz-families",
+        ",".join(f.name for f in (GENERAL, PROGRAM, TRAINING)),
+    ]
+    zoo = [
+        "--minutes",
+        str(args.minutes if args.zoo_minutes is None else args.zoo_minutes),
+        "--fuzz-families",
+        ZOO.name,
+    ]
     results["steps"] = []
     for name, command in (
         ("calibration", calibrate),

@@ -22,8 +22,8 @@ _ANY = "|".join(FAMILIES)
 FAMILY_TEST = re.compile(
     rf"test_(?:op_sweep|({_ANY})_)|\bnot ({_ANY}) and\b|\band not ({_ANY})\b|^_?({_ANY})_ckpt_grad_parity"
 )
-# Where family names belong: the family table and each family's own module (none yet: issue 48 adds the table).
-FAMILY_HOMES: tuple[str, ...] = ()
+# Where family names belong: the family table and the test module whose tests it names.
+FAMILY_HOMES = ("fuzz.campaign.families", "fuzz.test_ckpt_grad_parity")
 
 
 def _modules(*folders: str) -> list[Path]:

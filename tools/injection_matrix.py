@@ -5,7 +5,7 @@
 Draws deterministic networks (no random layers, no known issues) with the campaign's strategy,
 keeps those thunder compiled completely and judged equal to eager, and then, on thunder's real
 gradients of a tensor inside a compiled checkpoint, injects each error kind and asks the oracle
-(`fuzz.judge.oracle.judge`, with the float64 reference and the nudged-eager flip probe) again:
+(`fuzz.judge.failures.judge`, with the float64 reference and the nudged-eager flip probe) again:
 
 - one element zeroed / one element x2: the element of largest magnitude of the largest gradient;
 - whole tensor x1.05 / x1.01: that whole gradient;
@@ -31,10 +31,10 @@ import torch
 from hypothesis import HealthCheck, assume, given, settings
 
 from fuzz.generate.spec import DTYPES, CheckpointSpec, LayerSpec, NetSpec
-from fuzz.judge.harness import _probe
-from fuzz.judge.oracle import judge
-from fuzz.judge.parity import CLEAN_NOISE, _scale_factor, systematic_bound
+from fuzz.judge.failures import judge
 from fuzz.judge.thunder_runs import run_thunder
+from fuzz.judge.tolerance import CLEAN_NOISE, _scale_factor, systematic_bound
+from fuzz.judge.verdict import _probe
 from fuzz.model_builder import build_example
 from fuzz.registry.fixes import applied
 from fuzz.registry.known_issues import known_issues_for
@@ -145,7 +145,7 @@ def measure(spec: NetSpec) -> list[dict]:
 
 
 def _why_not(injected: torch.Tensor, eager: torch.Tensor, truth: torch.Tensor) -> dict[str, float]:
-    """For an undetected injection: its systematic shift and rule 3's bound on the tensor (fuzz.judge.parity)."""
+    """For an undetected injection: its systematic shift and rule 3's bound on the tensor (fuzz.judge.tolerance)."""
     truth = truth.double()
     bound, _, _ = systematic_bound(eager.double(), truth, eager.dtype, measured=True)
     return {"shift": abs((_scale_factor(injected.double(), truth) or 1.0) - 1), "rule3_bound": bound}

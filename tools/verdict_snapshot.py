@@ -19,7 +19,7 @@ import time
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from fuzz.generate.sweep import sweep_specs
-from fuzz.judge.harness import check_spec
+from fuzz.judge.verdict import check_spec
 from fuzz.strategies import net_specs
 
 _SEED = 20261201

@@ -3,7 +3,7 @@
 ``--fuzz-minutes N`` is wall time from the command's start to its summary: every process ends at the same end
 (`ItemBudget.end`), whatever its items' shares say, with time reserved for what ends the run (the summary, the report)
 and for what finishes a finding (the reduction, the confirmation); no thunderfx run of an example's verdict starts
-after the end or runs past it (`ItemBudget.end` is the verdict's deadline, `fuzz.judge.harness.check_spec`: a verdict it
+after the end or runs past it (`ItemBudget.end` is the verdict's deadline, `fuzz.judge.verdict.check_spec`: a verdict it
 cuts short is none), and a finding whose shrinking would run past it is kept as it is, unshrunk, and said so.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 
-from fuzz.judge.oracle import ExampleTimeout
+from fuzz.judge.failures import ExampleTimeout
 from fuzz.judge.outcome import Outcome
 
 SHRINKING_TIMEOUT_FLOOR_S = 30.0

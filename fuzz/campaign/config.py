@@ -41,6 +41,7 @@ class CampaignConfig:
     kinds: tuple[str, ...] | None = None
     dtypes: tuple[str, ...] | None = None
     ops: tuple[str, ...] | None = None  # the op family's ops (default: every drawable one)
+    families: tuple[str, ...] | None = None  # the families it runs (`fuzz.campaign.families`; default: all)
     known_issues: str = "xfail"
     seed: int = 0  # generation seed of shard i is seed + i (recorded in the summary to re-run a night)
     executors: tuple[str, ...] = ()  # thunder's default executors, by name (empty: thunder's own defaults)

@@ -61,3 +61,17 @@ def open_database(location: str) -> ExampleDatabase:
     if "://" in location:
         raise DatabaseError(f"database {location}: unknown scheme; use a directory or redis://host:port/db")
     return _directory(Path(location))
+
+
+# Hypothesis's corpora of a test's key: its failures, then the other examples it keeps.
+_CORPORA = (b"", b".secondary", b".pareto")
+
+
+def adopt_examples(database: ExampleDatabase, old_key: bytes, key: bytes) -> int:
+    """Move every example ``database`` holds under ``old_key`` (and its sub-keys) to ``key``'s; returns how many."""
+    moved = 0
+    for corpus in _CORPORA:
+        for value in list(database.fetch(old_key + corpus)):
+            database.move(old_key + corpus, key + corpus, value)
+            moved += 1
+    return moved

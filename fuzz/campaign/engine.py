@@ -8,7 +8,6 @@ Its options: `fuzz.campaign.config`; its time budget: `fuzz.campaign.budget`; wh
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import math
 import sys
 import time
@@ -24,38 +23,34 @@ from hypothesis import strategies as st
 
 from fuzz.campaign.budget import ItemBudget
 from fuzz.campaign.config import CampaignConfig
-from fuzz.campaign.findings import Findings
+from fuzz.campaign.families import GENERAL, DrawOptions, Family
+from fuzz.campaign.findings import FailureWriter
 from fuzz.campaign.known import KnownBugs
 from fuzz.generate.coverage import traits
-from fuzz.generate.decoder import decoder_specs
 from fuzz.generate.draws import OP_KINDS
-from fuzz.generate.program_specs import program_specs
 from fuzz.generate.spec import DTYPES, NetSpec
 from fuzz.generate.sweep import CI_SWEEP_CASES, sweep_specs
-from fuzz.generate.training import training_families
-from fuzz.generate.zoo import zoo_specs
 from fuzz.judge.batch import batchable, judged_in_batch
-from fuzz.judge.harness import check_spec
-from fuzz.judge.oracle import ExampleTimeout, ParityFailure
+from fuzz.judge.failures import ExampleTimeout, ParityFailure
 from fuzz.judge.outcome import VERDICT_CUT, Outcome
 from fuzz.judge.thunder_runs import VerdictCut
+from fuzz.judge.verdict import check_spec
 from fuzz.registry.issue import KnownIssue, installed_thunder
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.report.failures import spec_digest
 from fuzz.report.op_family import fallback_report, op_family_summary
 from fuzz.report.run_folder import RunFolder, write_atomically
-from fuzz.report.stats import CampaignStats, Confirmation, op_key
+from fuzz.report.stats import CampaignStats, op_key
 from fuzz.report.summary import ItemResults, build_summary
 from fuzz.run.runner import on_phase_change
 from fuzz.run.stops import interrupted, stop_if_interrupted
-from fuzz.strategies import net_specs
 
 _STATS_EVERY_S = 10.0
 _REMEMBERED_OUTCOMES = 512  # per item; outcomes hold no tensors
 SHORTENED = "over its time limit, shortened while shrinking"
 
 
-class Campaign(Findings):
+class Campaign:
     """Bookkeeping of the examples one process runs, the budget for new ones (`fuzz.campaign.budget.ItemBudget`), and
     failure artifacts."""
 
@@ -69,15 +64,15 @@ class Campaign(Findings):
         self.budget = ItemBudget(config.minutes, workers, config.timeout_s, config.started_at)
         self.budget.set_items(config.shards)
         self._outcomes: dict[str, tuple[Outcome, bool]] = {}  # spec JSON -> outcome, reproduced a known issue
-        self._unshrunk: dict[str, Path] = {}
-        self._plumbing_reductions: dict[str, tuple[NetSpec, ParityFailure, bool]] = {}  # see `_reduced`
-        self._confirmations: dict[Path, Confirmation] = {}  # a final failure's folder -> its confirmation
         self.items = ItemResults()  # the controller's record of how each test item ended
         self._progress_examples = 0  # examples of the last progress line
         self.latest_problem: str | None = None  # why <root>/latest could not point at this run
         self.summary_exit_status: int | None = None  # the exit status the written summary's result agrees with
         on_phase_change(lambda phase: self.folder.mark_phase(self.worker, phase))
         self.known_bugs = KnownBugs(config.converter, self.budget, self.stats, self._checked, self._in_flight)
+        self.findings = FailureWriter(
+            config, self.folder, self.stats, self.budget, self.known_bugs, self._in_flight, worker, self.started
+        )
 
     def start_item(self, sweep: bool = False, weight: float = 1.0) -> None:
         """A new test item (shard; ``sweep``: of the op sweep) starts: its share of the budget (``weight`` times a
@@ -88,16 +83,17 @@ class Campaign(Findings):
         self.budget.start_item(sweep, weight, started)
         self._outcomes.clear()
 
-    def run_example(self, spec: NetSpec, limit_s: float | None = None, member: int = 0) -> ParityFailure | None:
-        """The harness's whole path for one drawn spec inside a Hypothesis test: run, judge, count.
+    def run_example(self, spec: NetSpec, family: Family = GENERAL, member: int = 0) -> ParityFailure | None:
+        """The harness's whole path for one drawn spec of ``family`` inside a Hypothesis test: run, judge, count.
 
         Returns the failure unless it is an expected one (a known issue it reproduced); rejects
-        (`hypothesis.reject`) a spec it does not run or that turned out invalid. ``limit_s``: the example's own
-        time limit (a slice of slow networks): a slow known issue it matches is then run under it, not skipped.
-        ``member``: which of the test call's networks it is (`judged_in_batch`: Hypothesis takes one score per label).
+        (`hypothesis.reject`) a spec it does not run or that turned out invalid. A family with its own time limit
+        (a slice of slow networks) runs a slow known issue it matches under it, not skipped. ``member``: which of
+        the test call's networks it is (`judged_in_batch`: Hypothesis takes one score per label).
         """
         stop_if_interrupted()
-        for trait in traits(spec):
+        limit_s = family.limit_s
+        for trait in [family.coverage, *traits(spec)]:
             event(trait)
         known = known_issues_for(spec)
         if limit_s is None and self.known_bugs.skipped(known):
@@ -201,33 +197,16 @@ class Campaign(Findings):
         """The op family's kinds this campaign draws (`--fuzz-layers`)."""
         return tuple(kind for kind in OP_KINDS if self.config.kinds is None or kind in self.config.kinds)
 
-    def specs(self, nested: bool = False) -> st.SearchStrategy[NetSpec]:
-        """The networks this campaign draws (its layer kinds, ops and dtypes, on its device); ``nested``: those of
-        the nested slice, whose checkpoints all nest (at least one)."""
-        drawn = net_specs(
-            device=self.config.device,
-            kinds=self.config.kinds,
-            dtypes=self.config.dtypes or DTYPES,
-            ops=self.config.ops,
-            nested=nested,
-            max_dim=self.config.max_dim,
-        )
-        return drawn.filter(lambda spec: any(c.nested for c in spec.checkpoints)) if nested else drawn
+    @property
+    def draw_options(self) -> DrawOptions:
+        """What this campaign's options say about drawing (`fuzz.campaign.families.DrawOptions`)."""
+        config = self.config
+        kinds, ops, dtypes = config.kinds, config.ops, config.dtypes or DTYPES
+        return DrawOptions(config.device, dtypes, kinds, ops, config.max_dim)
 
-    def programs(self) -> st.SearchStrategy[NetSpec]:
-        """The programs this campaign draws (`fuzz.generate.program_specs`: its layer kinds, ops and dtypes)."""
-        return program_specs(
-            device=self.config.device, kinds=self.config.kinds, dtypes=self.config.dtypes or DTYPES, ops=self.config.ops
-        )
-
-    def training(self) -> st.SearchStrategy[NetSpec]:
-        """The networks this campaign trains (`fuzz.generate.training`): its general networks and programs, decoders,
-        and (rarely: ~30 s a compile) transformers models where transformers is installed."""
-        device, dtypes = self.config.device, self.config.dtypes or DTYPES
-        families = [(self.specs(), 6), (self.programs(), 4), (decoder_specs(device=device, dtypes=dtypes), 2)]
-        if importlib.util.find_spec("transformers") is not None:
-            families.append((zoo_specs(device=device, dtypes=dtypes), 1))
-        return training_families(families)
+    def strategy(self, family: Family, **options: Any) -> st.SearchStrategy[NetSpec]:
+        """The networks this campaign draws of ``family`` (``options``: `DrawOptions` fields that differ)."""
+        return family.strategy(replace(self.draw_options, **options))
 
     @cached_property
     def _sweep(self) -> list[NetSpec]:
@@ -257,7 +236,7 @@ class Campaign(Findings):
         if reproduced or outcome.failure is None:  # passed, or a known issue reproduced
             return None
         _release_frames(outcome.failure)
-        self._reduce_and_write(spec, outcome.failure)
+        self.findings.reduce_and_write(spec, outcome.failure)
         return outcome.failure
 
     def _recorded(self, outcome: Outcome, known: Sequence[KnownIssue]) -> tuple[Outcome, bool]:
@@ -301,6 +280,14 @@ class Campaign(Findings):
             verdict = f"fails outside its recorded signature ({difference}): record it again if thunder changed it"
         self.stats.known_issue_checks[issue.id] = verdict
         return verdict, as_expected
+
+    def record_worker_crash(self, worker: str) -> Path | str | None:
+        """The controller's part when xdist worker ``worker`` died (`FailureWriter.record_worker_crash`), its counters
+        written where it wrote a failure."""
+        dead = self.findings.record_worker_crash(worker)
+        if isinstance(dead, Path):
+            self.write_worker_stats()
+        return dead
 
     def write_worker_stats(self) -> None:
         """Write this process's counters to the run folder (for the summary, the progress line, a dead worker)."""

@@ -1,27 +1,29 @@
 """What a campaign does with a failure: reduce it, write its folder, list it, confirm it; and with a dead worker's
-network. Mixed into `fuzz.campaign.engine.Campaign`, whose config, run folder, statistics and in-flight record it
-uses."""
+network (`FailureWriter`, owned by `fuzz.campaign.engine.Campaign`)."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 from hypothesis.control import current_build_context
 
+from fuzz.campaign.budget import ItemBudget
+from fuzz.campaign.config import CampaignConfig
+from fuzz.campaign.known import KnownBugs, note_resemblance
 from fuzz.generate.reduce import reduce_spec, valid, with_plumbing
 from fuzz.generate.spec import NetSpec
-from fuzz.judge.harness import check_spec
-from fuzz.judge.oracle import RESEMBLES, ParityFailure, WorkerCrash
+from fuzz.judge.failures import ParityFailure, WorkerCrash
 from fuzz.judge.thunder_runs import VerdictCut
-from fuzz.registry.issue import KnownIssue
+from fuzz.judge.verdict import check_spec
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.report.failures import confirm, failure_id, failure_record, spec_digest, write_failure
 from fuzz.report.repro import repro_source
-from fuzz.report.run_folder import DIED_OUTSIDE_THUNDER, REDUCING, UNSHRUNK, write_atomically
-from fuzz.report.stats import Confirmation
+from fuzz.report.run_folder import DIED_OUTSIDE_THUNDER, REDUCING, UNSHRUNK, RunFolder, write_atomically
+from fuzz.report.stats import CampaignStats, Confirmation
 from fuzz.report.summary import STOPPED_FIRST
 from fuzz.run.runner import THUNDER_PHASE, HarnessError, hard_limit
 from fuzz.run.stops import stop_if_interrupted
@@ -36,8 +38,30 @@ CONFIRM_MIN_S = 15.0
 _BUDGET_ENDED = "the budget ran out (run repro.py by hand)"
 
 
-class Findings:
-    """The failure-writing half of `fuzz.campaign.engine.Campaign` (which sets the attributes it reads)."""
+class FailureWriter:
+    """Writes a campaign's failures into its run folder and counts them in its statistics.
+
+    ``budget``: what is left for reductions and confirmations; ``known_bugs``: whether a reduction step is a known
+    issue's; ``in_flight(spec, limit_s)``: records the network this process runs (a death there is a finding);
+    ``started``: the run's start (time.time()), for when each failure was found.
+    """
+
+    def __init__(
+        self,
+        config: CampaignConfig,
+        folder: RunFolder,
+        stats: CampaignStats,
+        budget: ItemBudget,
+        known_bugs: KnownBugs,
+        in_flight: Callable[[NetSpec, float | None], contextlib.AbstractContextManager[None]],
+        worker: str,
+        started: float,
+    ) -> None:
+        self.config, self.folder, self.stats, self.budget = config, folder, stats, budget
+        self.known_bugs, self._in_flight, self.worker, self.started = known_bugs, in_flight, worker, started
+        self._unshrunk: dict[str, Path] = {}  # a failure class's first unshrunk folder, until its final one
+        self._plumbing_reductions: dict[str, tuple[NetSpec, ParityFailure, bool]] = {}  # see `reduced`
+        self._confirmations: dict[Path, Confirmation] = {}  # a final failure's folder -> its confirmation
 
     def record_worker_crash(self, worker: str) -> Path | str | None:
         """The controller's part when xdist worker ``worker`` died: write the network it was running.
@@ -63,9 +87,7 @@ class Findings:
         )
         failure = WorkerCrash(f"the worker process died {elapsed:.0f} s into this network, inside thunder: {how}")
         self.stats.failing_examples[failure.signature] += 1
-        directory = self._write_final_failure(spec, failure)
-        self.write_worker_stats()
-        return directory
+        return self.write_final(spec, failure)
 
     def on_failure(self, spec: NetSpec, failure: ParityFailure) -> str:
         """Write the failure's artifacts; returns its repro source.
@@ -75,17 +97,17 @@ class Findings:
         interrupted run keeps a repro; the final one replaces it.
         """
         if current_build_context().is_final:
-            spec, failure = self._reduce_and_write(spec, failure, reduce=not self.budget.cut_short)
+            spec, failure = self.reduce_and_write(spec, failure, reduce=not self.budget.cut_short)
         elif failure.signature not in self._unshrunk:
             unshrunk = self._write_failure(self.config.run_dir / UNSHRUNK, spec, failure)
             self._unshrunk[failure.signature] = unshrunk
         return repro_source(spec, failure, self.config.converter, self.config.executors)
 
-    def _reduce_and_write(
+    def reduce_and_write(
         self, spec: NetSpec, failure: ParityFailure, reduce: bool = True
     ) -> tuple[NetSpec, ParityFailure]:
-        """Reduce a failure (`_reduced`; not when not ``reduce``: the end of the budget cut its shrinking short, and it
-        is listed as unshrunk) and write it (`_write_final_failure`); returns what was written.
+        """Reduce a failure (`reduced`; not when not ``reduce``: the end of the budget cut its shrinking short, and it
+        is listed as unshrunk) and write it (`write_final`); returns what was written.
 
         On disk while it is reduced, in this process's own folder: should the worker die there, the summary lists it
         (`RunFolder.written_failures`)."""
@@ -95,16 +117,16 @@ class Findings:
         try:
             judged = reduce
             if reduce:
-                spec, failure, judged = self._reduced(spec, failure)
+                spec, failure, judged = self.reduced(spec, failure)
         except KeyboardInterrupt:  # the run is being stopped: keep the network as it came, unconfirmed
-            self._write_final_failure(spec, failure, confirming=False)
+            self.write_final(spec, failure, confirming=False)
             raise
         finally:
             shutil.rmtree(reducing, ignore_errors=True)
-        self._write_final_failure(spec, failure, unshrunk=not reduce, reduced=judged)
+        self.write_final(spec, failure, unshrunk=not reduce, reduced=judged)
         return spec, failure
 
-    def _write_final_failure(
+    def write_final(
         self,
         spec: NetSpec,
         failure: ParityFailure,
@@ -114,7 +136,7 @@ class Findings:
     ) -> Path:
         """Write a failure that is as small as it gets to its folder, list it in the summary, then confirm it in a
         fresh interpreter (unless turned off, or not ``confirming``); returns the folder. Listed first: a run stopped
-        while confirming keeps it. Only a ``reduced`` network (`_reduced` ran) blames its ops."""
+        while confirming keeps it. Only a ``reduced`` network (`reduced` ran) blames its ops."""
         directory = self._write_failure(self.config.run_dir, spec, failure, reduced=reduced)
         unchecked = Confirmation(None, STOPPED_FIRST) if self.config.confirm else None
         listed = {**failure_record(spec, failure, directory, reduced), **({"unshrunk": True} if unshrunk else {})}
@@ -122,7 +144,7 @@ class Findings:
         if unshrunk := self._unshrunk.pop(failure.signature, None):
             shutil.rmtree(unshrunk, ignore_errors=True)
         if confirming and self.config.confirm:
-            # The same network again (another op whose plumbing fails alike, `_reduced`): confirmed once.
+            # The same network again (another op whose plumbing fails alike, `reduced`): confirmed once.
             if (confirmation := self._confirmations.get(directory)) is None:
                 full = hard_limit(self.config.timeout_s) if self.config.timeout_s else 600.0
                 limit = min(full, self.budget.left_s())
@@ -142,7 +164,7 @@ class Findings:
             artifacts, spec, failure, self.config.converter, name, executors=self.config.executors, reduced=reduced
         )
 
-    def _reduced(self, spec: NetSpec, failure: ParityFailure) -> tuple[NetSpec, ParityFailure, bool]:
+    def reduced(self, spec: NetSpec, failure: ParityFailure) -> tuple[NetSpec, ParityFailure, bool]:
         """``spec`` reduced further (see `fuzz.generate.reduce`) with the failure it still shows in the same class, and
         whether every check of the reduction had a verdict: where the end of the budget cut one short (an op's twin or
         stand-in among them), what is left of the network blames nothing (a cut check is no pass).
@@ -201,19 +223,3 @@ class Findings:
         if plumbing is not None:
             self._plumbing_reductions[plumbing] = result
         return result
-
-
-def note_resemblance(
-    failure: ParityFailure, spec: NetSpec, known: Sequence[KnownIssue], difference: str | None = None
-) -> bool:
-    """Add to a new ``failure`` of ``spec`` which ``known`` issues of its class the spec matches, and how it differs
-    from each (``difference``, or else its signature's: outside the band, other tensors, another crash: a new bug in a
-    known bug's op shows as new, never hidden); returns whether there was any."""
-    differences = [
-        f"{RESEMBLES}{issue.id}, but is not it: {why}"
-        for issue in known
-        if failure.failure_class in issue.failure_classes
-        and (why := difference or issue.difference(failure, spec)) is not None
-    ]
-    failure.resembles = tuple(dict.fromkeys([*failure.resembles, *differences]))  # (a remembered failure: once)
-    return bool(differences)

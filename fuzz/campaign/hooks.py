@@ -1,12 +1,11 @@
-"""The campaign's pytest hooks, registered by `fuzz.campaign.plugin` at configure time: option checks, the campaign
-of each process, shards and their budget, signals, progress lines, a dead xdist worker, the summary; and the
-fixtures."""
+"""The campaign's pytest hooks, registered by `fuzz.campaign.plugin` at configure time: the campaign of each process
+(its configuration from `fuzz.campaign.options`), the items of the families and their budget (`fuzz.campaign.items`),
+signals, progress lines, a dead xdist worker, the summary; and the fixtures."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import random
 import threading
 import warnings
 from pathlib import Path
@@ -14,23 +13,18 @@ from pathlib import Path
 import pytest
 from hypothesis import seed, settings
 from hypothesis.errors import Unsatisfiable
+from hypothesis.internal.reflection import function_digest
 
 import fuzz.fix
-from fuzz.campaign.config import CampaignConfig, resolve_device
-from fuzz.campaign.database import DatabaseError, default_location, open_database
+from fuzz.campaign import options
+from fuzz.campaign.database import adopt_examples
 from fuzz.campaign.engine import Campaign
-from fuzz.campaign.gpus import VISIBLE_DEVICES, checked_workers_per_gpu, gpu_of_worker, visible_gpus
-from fuzz.campaign.items import budget_weight, in_shard_order, shard_of, sweeps, zoo_shard
-from fuzz.campaign.profiles import PROFILES, register_profiles, seed_generation
-from fuzz.generate.draws import OP_KINDS
-from fuzz.generate.layers import LAYER_KINDS
-from fuzz.generate.op_catalog import catalog
-from fuzz.generate.spec import DTYPES
-from fuzz.judge.batch import MAX_BATCH
+from fuzz.campaign.families import LEGACY_KEYS
+from fuzz.campaign.gpus import VISIBLE_DEVICES, gpu_of_worker
+from fuzz.campaign.items import budget_weight, family_of, in_shard_order, left_out, part_of, sweeps
+from fuzz.campaign.profiles import seed_generation
 from fuzz.report.html import write_report
-from fuzz.report.run_folder import check_run_id, new_run_id
-from fuzz.report.summary import FINDING, HARNESS_ERROR, command_line, item_properties, started_at, summary_lines
-from fuzz.run.runner import executor_names, use_executors
+from fuzz.report.summary import FINDING, HARNESS_ERROR, item_properties, summary_lines
 from fuzz.run.stops import at_safe_points, defer_interrupts, install_stop_handler, interrupted, stop_if_interrupted
 from fuzz.versions.compat import incompatibility
 
@@ -39,118 +33,30 @@ PROGRESS = pytest.StashKey[threading.Event]()
 OUT_OF_BUDGET = pytest.StashKey[bool]()
 
 
-def _choice_list(config: pytest.Config, name: str, known) -> tuple[str, ...] | None:
-    """The comma-separated values of option ``name``, each checked against ``known``."""
-    if (value := config.getoption(name)) is None:
-        return None
-    chosen = tuple(v.strip() for v in value.split(",") if v.strip())
-    unknown = [v for v in chosen if v not in known]
-    if unknown or not chosen:
-        problem = f"unknown {', '.join(unknown)}" if unknown else "empty list"
-        raise pytest.UsageError(f"--{name.replace('_', '-')}: {problem}; choose from {', '.join(known)}")
-    return chosen
-
-
-def _worker_id(config: pytest.Config) -> str | None:
-    workerinput = getattr(config, "workerinput", None)
-    return None if workerinput is None else workerinput["workerid"]
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     if reason := incompatibility():
         raise pytest.UsageError(reason)
-    for name in ("fuzz_minutes", "fuzz_timeout"):
-        value = config.getoption(name)
-        if value is not None and value <= 0:
-            raise pytest.UsageError(f"--{name.replace('_', '-')} must be positive, got {value}")
-    for name, most in (("fuzz_shards", ""), ("fuzz_batch", MAX_BATCH), ("fuzz_max_dim", "")):
-        if not 1 <= (value := config.getoption(name)) <= (most or value):
-            bounds = f"at least 1{most and f' and at most {most}'}"
-            raise pytest.UsageError(f"--{name.replace('_', '-')} must be {bounds}, got {value}")
-    try:
-        # A worker takes the controller's device: pinned to a GPU that is not there, "auto" would quietly become cpu.
-        device = getattr(config, "workerinput", {}).get("fuzz_device") or resolve_device(
-            config.getoption("fuzz_device")
-        )
-    except ValueError as error:
-        raise pytest.UsageError(str(error)) from None
-    location = config.getoption("fuzz_database") or default_location()
-    try:
-        database = open_database(location)
-    except DatabaseError as error:
-        raise pytest.UsageError(f"--fuzz-database: {error}") from None
-    register_profiles(database)
-    profile = config.getoption("hypothesis_profile", None) or "dev"
-    if profile not in PROFILES:
-        raise pytest.UsageError(f"--hypothesis-profile {profile!r} is not one of {', '.join(PROFILES)}")
-    settings.load_profile(profile)
-    try:
-        executors = executor_names(config.getoption("fuzz_executors"), device)
-    except ValueError as error:
-        raise pytest.UsageError(str(error)) from None
-    use_executors(executors)
-    kinds = _choice_list(config, "fuzz_layers", [name for name, kind in LAYER_KINDS.items() if kind.drawn])
-    dtypes = _choice_list(config, "fuzz_dtypes", DTYPES)
-    if _worker_id(config) is None and any(kind in (kinds or OP_KINDS) for kind in OP_KINDS):
-        catalog()  # built (or read) once here, before xdist starts workers that would all build it at once
-    ops = _choice_list(config, "fuzz_ops", catalog().ops) if config.getoption("fuzz_ops") else None
-    workers = getattr(config, "workerinput", {}).get("workercount", 1)
-    if _worker_id(config) is not None:
-        _share_cores(workers)
-    run_id = _run_id(config, profile)
-    try:
-        gpus = _gpus(config, device)
-    except ValueError as error:
-        raise pytest.UsageError(str(error)) from None
-    campaign_config = CampaignConfig(
-        seed=_campaign_seed(config, profile),
-        executors=executors,
-        device=device,
-        converter=config.getoption("converter"),
-        run_dir=Path(config.getoption("fuzz_artifacts")) / run_id,
-        run_id=run_id,
-        database=location if "://" in location else str(Path(location).resolve()),
-        command=command_line(config.invocation_params.args) if _worker_id(config) is None else "",
-        minutes=config.getoption("fuzz_minutes"),
-        started_at=getattr(config, "workerinput", {}).get("fuzz_started_at") or started_at(),
-        timeout_s=config.getoption("fuzz_timeout"),
-        shards=config.getoption("fuzz_shards"),
-        profile=profile,
-        kinds=kinds,
-        dtypes=dtypes,
-        ops=ops,
-        known_issues="xfail" if config.getoption("known_issues") in (None, "exclude") else "check",
-        confirm=config.getoption("fuzz_confirm") == "yes",
-        batch=config.getoption("fuzz_batch"),
-        max_dim=config.getoption("fuzz_max_dim"),
-        gpus=gpus,
-    )
+    campaign_config = options.campaign_config(config)
     if campaign_config.converter != "stock":
         try:
             fuzz.fix.fixed_converter()
         except fuzz.fix.StaleFixError as error:
             raise pytest.UsageError(str(error)) from None
-    campaign = Campaign(campaign_config, workers=workers, worker=_worker_id(config) or "main")
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    worker = options.worker_id(config)
+    if worker is not None:
+        _share_cores(workers)
+    campaign = Campaign(campaign_config, workers=workers, worker=worker or "main")
     config.stash[CAMPAIGN] = campaign
     # Pinned by `fuzz.campaign.plugin`: what this worker really sees.
     if "fuzz_gpu" in getattr(config, "workerinput", {}):
         campaign.stats.gpus[campaign.worker] = os.environ[VISIBLE_DEVICES]
     install_stop_handler()
-    if _worker_id(config) is None:
+    if worker is None:
         config.pluginmanager.register(_ItemRecorder(campaign), "fuzz-item-recorder")
         if (every := config.getoption("fuzz_progress")) > 0:
             config.stash[PROGRESS] = _start_progress(config, campaign, every)
-
-
-def _gpus(config: pytest.Config, device: str) -> tuple[str, ...]:
-    """The GPUs the controller spreads xdist workers over (`fuzz.campaign.gpus`): ``--fuzz-gpus``, else every visible
-    GPU on CUDA; none for a worker, a run without xdist, or a CPU run without ``--fuzz-gpus``."""
-    if _worker_id(config) is not None or not config.getoption("numprocesses", None):
-        return ()
-    checked_workers_per_gpu(config.getoption("fuzz_workers_per_gpu"))
-    requested = config.getoption("fuzz_gpus")
-    return visible_gpus(requested) if requested is not None or device == "cuda" else ()
 
 
 def _share_cores(workers: int) -> None:
@@ -163,35 +69,6 @@ def _share_cores(workers: int) -> None:
     import torch
 
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
-
-
-def _run_id(config: pytest.Config, profile: str) -> str:
-    """The run id of the controller (xdist workers get it from there): the option or a fresh one, never an old run."""
-    if (chosen := getattr(config, "workerinput", {}).get("fuzz_run_id")) is not None:
-        return chosen
-    run_id = config.getoption("fuzz_run_id") or new_run_id(profile)
-    try:
-        check_run_id(run_id)
-    except ValueError as error:
-        raise pytest.UsageError(str(error)) from None
-    folder = Path(config.getoption("fuzz_artifacts")) / run_id
-    try:
-        if config.getoption("fuzz_run_id"):  # claimed now: two runs given the same id cannot both take it
-            folder.mkdir(parents=True)
-        elif folder.exists():
-            raise FileExistsError(folder)
-    except FileExistsError:
-        raise pytest.UsageError(f"--fuzz-run-id {run_id}: {folder} exists; a run never overwrites another") from None
-    return run_id
-
-
-def _campaign_seed(config: pytest.Config, profile: str) -> int:
-    """The seed the controller chose (xdist workers get it from there), the option's, or a fresh one."""
-    if (chosen := getattr(config, "workerinput", {}).get("fuzz_seed")) is not None:
-        return chosen
-    if (chosen := config.getoption("fuzz_seed")) is not None:
-        return chosen
-    return 0 if profile == "ci" else random.SystemRandom().randrange(2**32)
 
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown when xdist is off (-p no:xdist)
@@ -252,16 +129,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselected (one count, not a skip per item): registry re-tests unless ``--known-issues check``, each zoo
-    architecture's test on all shards but its own (`zoo_shard`); then the campaign's items shard by shard."""
+    """Deselected (one count, not a skip per item): registry re-tests unless ``--known-issues check``, the items the
+    campaign leaves out (`fuzz.campaign.items.left_out`: families not chosen or not of this profile or budget); then
+    the campaign's items shard by shard."""
     campaign = config.stash[CAMPAIGN]
     deselected = [
         item
         for item in items
         if getattr(item, "originalname", None) == "test_known_issue_still_reproduces"
         and campaign.config.known_issues != "check"
-        or (shard := zoo_shard(item, campaign.config.shards)) is not None
-        and shard != shard_of(item)
+        or left_out(item, campaign.config)
     ]
     if deselected:
         config.hook.pytest_deselected(items=deselected)
@@ -273,9 +150,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """The budget is shared by the campaign's items that were selected (some families, or all), the op sweep's sized
     by the cases of its selected shards (`fuzz.campaign.budget.ItemBudget.set_items`)."""
     campaign = session.config.stash[CAMPAIGN]
-    sweep_shards = [shard_of(item) for item in session.items if sweeps(item)]
+    sweep_shards = [part_of(item) for item in session.items if sweeps(item)]
     cases = sum(len(campaign.sweep_cases(shard)) for shard in sweep_shards) if campaign.config.minutes else 0
-    weights = [budget_weight(item, campaign.config.shards) for item in session.items if shard_of(item) is not None]
+    weights = [budget_weight(item, campaign.config.shards) for item in session.items if part_of(item) is not None]
     campaign.budget.set_items(sum(weights), len(sweep_shards), cases)
 
 
@@ -283,17 +160,27 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     stop_if_interrupted()  # (a signal that came while an item ran, after its last safe point)
     campaign = item.config.stash[CAMPAIGN]
     campaign.start_item(sweeps(item), budget_weight(item, campaign.config.shards))
-    if (shard := shard_of(item)) is None or not hasattr(item.obj, "hypothesis"):  # the op sweep: no Hypothesis
+    if (part := part_of(item)) is None or not hasattr(item.obj, "hypothesis"):  # the op sweep: no Hypothesis
         return
     if settings.default.derandomize:
-        # Derandomized runs (no database) seed every parametrization alike; give each shard its own.
-        seed(campaign.config.seed + shard)(item.obj)
+        # Derandomized runs (no database) seed every parametrization alike; give each part its own.
+        seed(campaign.config.seed + part)(item.obj)
     else:
-        seed_generation(campaign.config.seed + shard)
+        seed_generation(campaign.config.seed + part)
+
+
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
+    """Before a family's test runs (inside Hypothesis's pytest plugin, which has given it its database key), what the
+    database holds under the key its test had before the family table is moved to its key (`LEGACY_KEYS`)."""
+    family, database = family_of(pyfuncitem), settings.default.database
+    if family is None or database is None or not (old := LEGACY_KEYS.get(family.name)):
+        return
+    key = function_digest(pyfuncitem.obj.hypothesis.inner_test)  # Hypothesis's own key of the test
+    adopt_examples(database, bytes.fromhex(old[part_of(pyfuncitem) if len(old) > 1 else 0]), key)
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
-    if shard_of(item) is not None:
+    if part_of(item) is not None:
         item.config.stash[CAMPAIGN].stats.item_ended()
 
 
@@ -312,7 +199,7 @@ def pytest_runtest_call(item: pytest.Item):
             return (yield)
     except Unsatisfiable:
         campaign = item.config.stash[CAMPAIGN]
-        if shard_of(item) is None or campaign.budget.may_generate() or campaign.budget.found_only_invalid_networks():
+        if part_of(item) is None or campaign.budget.may_generate() or campaign.budget.found_only_invalid_networks():
             raise
         item.stash[OUT_OF_BUDGET] = True
         return None
@@ -375,7 +262,7 @@ def pytest_sessionfinish(session: pytest.Session):
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     campaign = config.stash.get(CAMPAIGN, None)
-    if campaign is None or _worker_id(config) is not None:
+    if campaign is None or options.worker_id(config) is not None:
         return
     summary = campaign.summary(int(exitstatus))
     if summary is not None:

@@ -1,41 +1,51 @@
-"""What a collected test item of the campaign is: a shard of a family, of the op sweep, a model-zoo architecture's
-test; and its share of the budget."""
+"""What a collected test item of the campaign is: a part (shard, or model-zoo architecture) of a family of
+`fuzz.campaign.families.FAMILIES`; whether the campaign runs it, in which order, and its share of the budget."""
 
 from __future__ import annotations
 
 import pytest
 
+from fuzz.campaign.config import CampaignConfig
+from fuzz.campaign.families import BY_TEST, SWEEP, Family
 from fuzz.generate.architectures import ARCHITECTURES
 
 
-def shard_of(item: pytest.Item) -> int | None:
-    """The item's shard (None: not a campaign item)."""
-    return getattr(item, "callspec", None) and item.callspec.params.get("shard")
+def family_of(item: pytest.Item) -> Family | None:
+    """The family whose test ``item`` is (None: not a campaign item)."""
+    return BY_TEST.get(getattr(item, "originalname", None))
+
+
+def part_of(item: pytest.Item) -> int | None:
+    """The item's part of its family: its shard, or its model-zoo architecture's index (None: not a campaign item)."""
+    if (family := family_of(item)) is None:
+        return None
+    params = item.callspec.params
+    return list(ARCHITECTURES).index(params["arch"]) if family.parts == "architectures" else params["shard"]
 
 
 def sweeps(item: pytest.Item) -> bool:
     """Whether the item is a shard of the op sweep."""
-    return shard_of(item) is not None and getattr(item, "originalname", None) == "test_op_sweep"
+    return family_of(item) is SWEEP
 
 
-def zoo_shard(item: pytest.Item, shards: int) -> int | None:
-    """The shard that runs a model-zoo architecture's test (None: not one): the i-th architecture on shard i."""
-    index = _architecture(item)
-    return None if index is None else index % shards
-
-
-def _architecture(item: pytest.Item) -> int | None:
-    """The index of the model-zoo architecture whose test ``item`` is (None: not one)."""
-    name = getattr(item, "originalname", "")
-    return next((i for i, arch in enumerate(ARCHITECTURES) if name == f"test_zoo_{arch}_ckpt_grad_parity"), None)
+def left_out(item: pytest.Item, config: CampaignConfig) -> bool:
+    """Whether the campaign leaves the campaign item ``item`` out: its family not among ``--fuzz-families``, not run
+    in the campaign's profile or under its budget, or a part past its family's first where it has one."""
+    family = family_of(item)
+    return family is not None and (
+        config.families is not None and family.name not in config.families
+        or config.profile not in family.profiles
+        or (config.minutes or 0) < family.min_minutes
+        or family.parts == "one" and part_of(item) != 0
+    )  # fmt: skip
 
 
 def budget_weight(item: pytest.Item, shards: int) -> float:
-    """An item's share of the budget, relative to a shard of a family: a zoo architecture's test has the share that
-    spreads the family's shards over the architectures; an item that is no campaign item none."""
-    if shard_of(item) is None:  # not a campaign item (a registry re-test): no share
+    """An item's share of the budget, relative to a shard of the general family: its family's weight, spread over the
+    architectures where they outnumber the shards; an item that is no campaign item none."""
+    if (family := family_of(item)) is None:  # not a campaign item (a registry re-test): no share
         return 0.0
-    return min(1.0, shards / len(ARCHITECTURES)) if zoo_shard(item, shards) is not None else 1.0
+    return family.weight * (min(1.0, shards / len(ARCHITECTURES)) if family.parts == "architectures" else 1.0)
 
 
 def in_shard_order(items: list[pytest.Item]) -> None:
@@ -43,16 +53,16 @@ def in_shard_order(items: list[pytest.Item]) -> None:
     each's shard 1, ...): what the end of the budget leaves out is then a little of every family, not the whole of the
     last ones (the zoo's architectures got nothing in a 5-minute run).
 
-    A model-zoo architecture's test comes in round i // 2 for the i-th architecture, whatever its shard: every
-    architecture is coverage of its own, where a family's later shards are more of the same; on the 8 shards' order
-    the 7th (bert) started in round 6, and a 20-minute run whose findings' shrinking took the later rounds drew none.
+    A model-zoo architecture's test comes in round i // 2 for the i-th architecture: every architecture is coverage
+    of its own, where a family's later shards are more of the same; on the 8 shards' order the 7th (bert) started in
+    round 6, and a 20-minute run whose findings' shrinking took the later rounds drew none.
     """
-    places = [index for index, item in enumerate(items) if shard_of(item) is not None]
+    places = [index for index, item in enumerate(items) if part_of(item) is not None]
     for index, item in zip(places, sorted((items[i] for i in places), key=_round), strict=True):
         items[index] = item
 
 
 def _round(item: pytest.Item) -> int:
     """In which round of `in_shard_order` ``item`` runs."""
-    architecture = _architecture(item)
-    return shard_of(item) if architecture is None else architecture // 2
+    part = part_of(item)
+    return part // 2 if family_of(item).parts == "architectures" else part

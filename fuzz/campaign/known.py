@@ -11,8 +11,8 @@ from contextlib import AbstractContextManager
 from functools import cached_property
 
 from fuzz.campaign.budget import ItemBudget
-from fuzz.campaign.findings import note_resemblance
 from fuzz.generate.spec import NetSpec
+from fuzz.judge.failures import RESEMBLES, ParityFailure
 from fuzz.judge.outcome import Outcome
 from fuzz.judge.thunder_runs import VerdictCut
 from fuzz.registry.fixes import Fix
@@ -122,3 +122,19 @@ class KnownBugs:
         in_flight = lambda stripped: self.in_flight(stripped, limit)  # noqa: E731
         end = self.budget.end
         return explained_by(spec, issues, self.converter, limit, in_flight=in_flight, others=others, deadline=end)
+
+
+def note_resemblance(
+    failure: ParityFailure, spec: NetSpec, known: Sequence[KnownIssue], difference: str | None = None
+) -> bool:
+    """Add to a new ``failure`` of ``spec`` which ``known`` issues of its class the spec matches, and how it differs
+    from each (``difference``, or else its signature's: outside the band, other tensors, another crash: a new bug in a
+    known bug's op shows as new, never hidden); returns whether there was any."""
+    differences = [
+        f"{RESEMBLES}{issue.id}, but is not it: {why}"
+        for issue in known
+        if failure.failure_class in issue.failure_classes
+        and (why := difference or issue.difference(failure, spec)) is not None
+    ]
+    failure.resembles = tuple(dict.fromkeys([*failure.resembles, *differences]))  # (a remembered failure: once)
+    return bool(differences)

@@ -48,6 +48,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Hypothesis example database: a directory, or redis://host:port/db to share one across machines "
         f"(default: ${ENVIRONMENT_VARIABLE}, else {DEFAULT_LOCATION})",
     )
+    group.addoption(
+        "--fuzz-families",
+        default=None,
+        help="comma-separated families to run (names: fuzz.campaign.families; default: every one the profile and "
+        "budget run)",
+    )
     group.addoption("--fuzz-layers", default=None, help="comma-separated layer kinds to draw from (default: all)")
     group.addoption("--fuzz-dtypes", default=None, help="comma-separated dtypes to draw from (default: all)")
     group.addoption(

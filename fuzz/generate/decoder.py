@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from hypothesis import strategies as st
 
-from fuzz.generate.kind_code import KV_HEADS
+from fuzz.generate.layer_sources import KV_HEADS
 from fuzz.generate.spec import DTYPES, INPUTS, CheckpointSpec, LayerSpec, NetSpec
 
 

@@ -19,7 +19,7 @@ from fuzz.generate.spec_parts import CHECKPOINT_APIS, DETERMINISM_CHECKS, Checkp
 
 MAX_DIM = 64
 MAX_LAYERS = 8
-# Images: channels and spatial sizes of the input (layers may grow them: see fuzz.generate.kind_code.MAX_SPATIAL).
+# Images: channels and spatial sizes of the input (layers may grow them: see fuzz.generate.layer_sources.MAX_SPATIAL).
 MAX_CHANNELS = 16
 MAX_INPUT_SPATIAL = 8
 

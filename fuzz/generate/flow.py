@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fuzz.generate.kind import Flow, Incoming, LayerKind, Param
-from fuzz.generate.kind_code import fixed_source
+from fuzz.generate.layer_sources import fixed_source
 
 
 def _fit_slice(params: Mapping[str, Any], incoming: Incoming) -> Mapping[str, Any]:

@@ -102,7 +102,7 @@ class LayerKind:
     selective checkpointing, where eager rejects in-place updates of what the policy saves.
     ``helpers``: names of the `fuzz.generate.blocks` classes and functions the source uses. ``random``: draws random
     numbers in training mode (eager and thunder draw different streams; the oracle compares such networks
-    differently, see `fuzz.judge.oracle`). ``layout``: "features", "channels" or "any" (module docstring).
+    differently, see `fuzz.judge.failures`). ``layout``: "features", "channels" or "any" (module docstring).
     ``out_spatial(params, spatial)``: a "channels" kind's output spatial sizes. ``fit(params, incoming)``:
     the drawn ``params`` made valid for ``incoming`` (a spec is valid only where its params are fitted
     already). ``accepts(incoming)``: whether the kind can take that input at all. ``mutates_input``:

@@ -20,7 +20,7 @@ import math
 from fuzz.generate import ops
 from fuzz.generate.flow import FLOW_KINDS
 from fuzz.generate.kind import LayerKind, Param
-from fuzz.generate.kind_code import (
+from fuzz.generate.layer_sources import (
     ACTIVATION,
     ACTIVATIONS,
     AFFINE,

@@ -161,7 +161,7 @@ def _with_layer(spec: NetSpec, index: int, layer: LayerSpec) -> NetSpec:
 
 def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
     yield from _simpler_training(spec)
-    # Nothing random: a failure its deterministic twin shows is that twin's (`fuzz.judge.harness`), and its repro
+    # Nothing random: a failure its deterministic twin shows is that twin's (`fuzz.judge.verdict`), and its repro
     # then compares with eager, not with thunderfx without checkpoints (a model spec's only reduction but sizes).
     if spec.random and (twin := without_randomness(spec)) is not None:
         yield twin

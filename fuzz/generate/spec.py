@@ -225,7 +225,7 @@ def _validate_training(spec: NetSpec) -> None:
         f"{spec.batch}, got {training.batches!r}",
     )
     # Eager and thunder draw different random numbers: a random network is judged against thunderfx without
-    # checkpoints (fuzz.judge.harness), which one training step already covers.
+    # checkpoints (fuzz.judge.verdict), which one training step already covers.
     _require(not spec.random, "training steps need a network without random layers (dropout)")
     for batch in sorted(set(training.batches or ())):
         if batch != spec.batch:

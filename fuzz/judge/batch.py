@@ -19,9 +19,9 @@ from dataclasses import replace
 
 from fuzz.fix import use_converter
 from fuzz.generate.spec import NetSpec
-from fuzz.judge.harness import check_spec
 from fuzz.judge.outcome import Outcome
 from fuzz.judge.thunder_runs import drop_inductor_code_caches
+from fuzz.judge.verdict import check_spec
 from fuzz.model_builder import build_example
 from fuzz.run.batched import member_modules, run_thunderfx_batch
 from fuzz.run.runner import CompileReport, Deadline, HarnessError, time_limit

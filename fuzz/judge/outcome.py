@@ -9,11 +9,11 @@ from dataclasses import asdict, dataclass
 import torch
 
 from fuzz.generate.spec import NetSpec
-from fuzz.judge.oracle import ParityFailure
-from fuzz.judge.parity import truth_name
+from fuzz.judge.failures import ParityFailure
+from fuzz.judge.tolerance import truth_name
 from fuzz.run.runner import CompileReport
 
-# The invalid reason of an example whose verdict a deadline cut short (`fuzz.judge.harness.check_spec`, the known-issue
+# The invalid reason of an example whose verdict a deadline cut short (`fuzz.judge.verdict.check_spec`, the known-issue
 # check of its failure): no verdict; what thunderfx had found by then, if anything, follows it.
 VERDICT_CUT = "cut: the end of the budget came before its verdict"
 
@@ -129,7 +129,7 @@ def max_difference(a: tuple | None, b: tuple | None) -> float | None:
 
 def relative_error(result: tuple | None, truth: tuple) -> float:
     """The largest |result - truth| / scale over the tensors both have (0 for a crashed run); a state after
-    backward against the truth's state after forward, as the oracle judges it (`fuzz.judge.parity.truth_name`).
+    backward against the truth's state after forward, as the oracle judges it (`fuzz.judge.tolerance.truth_name`).
 
     A tensor's scale is its own max|truth|, but at least the example's largest max|truth| times its dtype's epsilon:
     a gradient that is zero up to rounding (1e-30 in the float64 reference) would otherwise make rounding noise of

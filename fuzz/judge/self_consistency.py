@@ -9,8 +9,8 @@ from dataclasses import replace
 import torch
 
 from fuzz.generate.spec import NetSpec
-from fuzz.judge.oracle import GradientDivergence, ParityFailure
-from fuzz.judge.parity import Mismatch
+from fuzz.judge.failures import GradientDivergence, ParityFailure
+from fuzz.judge.tolerance import Mismatch
 from fuzz.model_builder import build_example
 from fuzz.run.runner import ours, run_eager_self_consistency, run_thunderfx_self_consistency
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import fuzz.fix
 from fuzz.fix import use_converter
-from fuzz.judge.oracle import ExampleTimeout, ParityFailure, ThunderCrash
+from fuzz.judge.failures import ExampleTimeout, ParityFailure, ThunderCrash
 from fuzz.judge.outcome import VERDICT_CUT
 from fuzz.model_builder import Example
 from fuzz.run.runner import CompileReport, Deadline, HarnessError, TimeLimit, run_thunderfx, time_limit

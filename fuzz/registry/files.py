@@ -11,12 +11,12 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-import fuzz.judge.oracle
+import fuzz.judge.failures
 from fuzz.generate.reduce import valid
 from fuzz.generate.spec import DTYPES, NetSpec
-from fuzz.judge.harness import check_spec
+from fuzz.judge.failures import ParityFailure, Triage, with_triage
 from fuzz.judge.limits import DEFAULT_TIMEOUT_S
-from fuzz.judge.oracle import ParityFailure, Triage, with_triage
+from fuzz.judge.verdict import check_spec
 from fuzz.registry.issue import KNOWN_ISSUES_DIR, KnownIssue, explained_by, installed_thunder
 from fuzz.registry.known_issues import KNOWN_ISSUES
 from fuzz.registry.signatures import (
@@ -40,7 +40,7 @@ def recorded_failure(issue_id: str) -> ParityFailure:
     directory = KNOWN_ISSUES_DIR / issue_id
     name, _, message = (directory / "failure.txt").read_text().partition(": ")
     label, _, reason = (directory / "triage.txt").read_text().partition(": ")
-    return with_triage(getattr(fuzz.judge.oracle, name)(message.rstrip("\n")), _TRIAGES[label](reason.rstrip("\n")))
+    return with_triage(getattr(fuzz.judge.failures, name)(message.rstrip("\n")), _TRIAGES[label](reason.rstrip("\n")))
 
 
 def recorded_spec(issue_id: str) -> NetSpec:

@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 
 from fuzz.generate.program_specs import program_specs
 from fuzz.generate.spec import NetSpec
-from fuzz.judge.harness import check_spec
+from fuzz.judge.verdict import check_spec
 from fuzz.registry.files import REPRODUCTIONS, recorded_spec
 from fuzz.registry.fixes import Fix, applied, fixes_for
 from fuzz.registry.issue import KNOWN_ISSUES_DIR, installed_thunder

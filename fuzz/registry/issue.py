@@ -16,7 +16,7 @@ from packaging.version import Version
 
 from fuzz.generate.reduce import valid
 from fuzz.generate.spec import NetSpec, any_trainable
-from fuzz.judge.oracle import ParityFailure
+from fuzz.judge.failures import ParityFailure
 from fuzz.registry.signatures import observe, read_entry, resemblance
 from fuzz.registry.triggers import triggered, without_triggers
 from fuzz.versions.thunder_versions import installed
@@ -121,8 +121,8 @@ def explained_by(
     process die). ``deadline`` (`time.monotonic`): a stripped run it cuts short raises `VerdictCut` (no answer).
     """
     # Here: `ckpt-fuzz bisect` imports this module, which needs no thunder.
-    from fuzz.judge.harness import check_spec
     from fuzz.judge.thunder_runs import VerdictCut
+    from fuzz.judge.verdict import check_spec
 
     def strip(ordered: Sequence[KnownIssue]) -> NetSpec:
         stripped = spec

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fuzz.generate.spec import NetSpec
-from fuzz.judge.oracle import ParityFailure
+from fuzz.judge.failures import ParityFailure
 from fuzz.registry.issue import KNOWN_ISSUES_DIR, KnownIssue, installed_thunder
 from fuzz.registry.signatures import ENTRY_FILE, tomllib
 from fuzz.registry.triggers import EntryError, check_trigger

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.generate.spec import NetSpec
-from fuzz.judge.oracle import ParityFailure, ThunderCrash, Undetermined
+from fuzz.judge.failures import ParityFailure, ThunderCrash, Undetermined
 from fuzz.judge.roles import AFTER, LATER, tensor_role
 
 if sys.version_info >= (3, 11):

@@ -22,14 +22,14 @@ CHANGES = "changes.json"  # in a run folder: `compared` with an earlier run (`ck
 
 if TYPE_CHECKING:
     from fuzz.generate.spec import NetSpec
-    from fuzz.judge.oracle import ParityFailure
+    from fuzz.judge.failures import ParityFailure
 
 
 def cluster_of(spec: NetSpec, failure: ParityFailure, reduced: bool = True) -> dict[str, Any]:
     """``{"cluster": id, "cluster_label": words, "size": how big the network is}`` of a failure (its failure.json
     keeps them; the smallest member of a cluster stands for it). A network not ``reduced`` (kept unshrunk, or a check
     of its reduction cut short) is in no op or kind it holds: nothing in it was tried without them."""
-    from fuzz.judge.oracle import ThunderCrash  # (imports torch: the summary, which only groups, does not)
+    from fuzz.judge.failures import ThunderCrash  # (imports torch: the summary, which only groups, does not)
     from fuzz.judge.roles import tensor_role
 
     crash = failure.crash_signature if isinstance(failure, ThunderCrash) else ""

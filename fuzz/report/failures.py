@@ -15,7 +15,7 @@ from typing import Any
 
 from fuzz.generate.reduce import PLUMBING, in_no_op
 from fuzz.generate.spec import NetSpec
-from fuzz.judge.oracle import ParityFailure, ThunderCrash
+from fuzz.judge.failures import ParityFailure, ThunderCrash
 from fuzz.report.clusters import cluster_of
 from fuzz.report.issue_draft import Draft, issue_markdown
 from fuzz.report.repro import repro_source

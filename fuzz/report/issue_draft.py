@@ -6,7 +6,7 @@ from __future__ import annotations
 import platform
 from dataclasses import dataclass, field
 
-from fuzz.judge.oracle import ParityFailure
+from fuzz.judge.failures import ParityFailure
 
 _EXPECTED = {
     "thunder-crash": "thunderfx runs the network, as eager PyTorch does.",

@@ -8,23 +8,23 @@ import re
 from collections.abc import Sequence
 
 import fuzz.judge.memory
-import fuzz.judge.parity
+import fuzz.judge.tolerance
 import fuzz.run.passes
 import fuzz.run.regions
 from fuzz.fix import describe, meta_preserving
 from fuzz.generate.spec import NetSpec
-from fuzz.judge.oracle import ParityFailure
+from fuzz.judge.failures import ParityFailure
 from fuzz.model_builder import network_source
-from fuzz.report import repro_script
+from fuzz.report import repro_template
 
-# A repro.py's body is fuzz.report.repro_script's source without its docstring and its in-package definitions.
+# A repro.py's body is fuzz.report.repro_template's source without its docstring and its in-package definitions.
 _BEGIN = "# repro.py: begin of the definitions."
 _END = "# repro.py: end of the definitions.\n"
 
 
 def _script_parts() -> tuple[str, str]:
-    """`fuzz.report.repro_script`'s source before its definitions (its docstring cut) and after them."""
-    source = inspect.getsource(repro_script)
+    """`fuzz.report.repro_template`'s source before its definitions (its docstring cut) and after them."""
+    source = inspect.getsource(repro_template)
     head, rest = source.split(_BEGIN)
     return head.split('"""\n\n', 1)[1].rstrip("\n") + "\n", rest.split(_END)[1]
 
@@ -39,7 +39,7 @@ def repro_source(spec: NetSpec, failure: ParityFailure, converter: str, executor
     """
     summary = str(failure).splitlines()[0] if str(failure) else ""
     converter_source = inspect.getsource(meta_preserving) if converter == "fixed" else ""
-    values = repro_script.constants(spec, failure, converter, executors)
+    values = repro_template.constants(spec, failure, converter, executors)
     head, tail = _script_parts()
     return (
         f'"""Repro: {failure.failure_class} ({failure.triage}) of thunderfx against eager PyTorch.\n\n'
@@ -73,9 +73,11 @@ def found_with(converter: str) -> str:
 
 
 def oracle_source() -> str:
-    """`fuzz.run.passes`, `fuzz.judge.parity`, `fuzz.run.regions` and `fuzz.judge.memory`, verbatim but for parity's
-    import of passes: the oracle a repro.py carries."""
-    rules = re.sub(r"^from fuzz\.run\.passes import \([^)]*\)\n", "", inspect.getsource(fuzz.judge.parity), flags=re.M)
-    assert "from fuzz" not in rules, "fuzz.judge.parity may import nothing of ours but fuzz.run.passes"
+    """`fuzz.run.passes`, `fuzz.judge.tolerance`, `fuzz.run.regions` and `fuzz.judge.memory`, verbatim but for the
+    tolerance rules' import of passes: the oracle a repro.py carries."""
+    rules = re.sub(
+        r"^from fuzz\.run\.passes import \([^)]*\)\n", "", inspect.getsource(fuzz.judge.tolerance), flags=re.M
+    )
+    assert "from fuzz" not in rules, "fuzz.judge.tolerance may import nothing of ours but fuzz.run.passes"
     memory = inspect.getsource(fuzz.run.regions) + "\n\n" + inspect.getsource(fuzz.judge.memory)
     return inspect.getsource(fuzz.run.passes) + "\n\n" + rules + "\n\n" + memory

@@ -90,7 +90,12 @@ def counters(stats: CampaignStats, wall_s: float) -> dict[str, Any]:
 def replay_options(config) -> dict[str, Any]:
     """The options (name without ``--`` -> value) a replay of the run with ``config`` needs: what decides which
     networks its database entries decode to, and where that database is (`ckpt-fuzz replay`)."""
-    listed = {"fuzz-layers": config.kinds, "fuzz-dtypes": config.dtypes, "fuzz-ops": config.ops}
+    listed = {
+        "fuzz-layers": config.kinds,
+        "fuzz-dtypes": config.dtypes,
+        "fuzz-ops": config.ops,
+        "fuzz-families": config.families,  # (not what entries mean: the run's focus, replayed alike)
+    }
     return {
         "fuzz-shards": config.shards,
         **{name: ",".join(values) if values else None for name, values in listed.items()},
@@ -226,7 +231,7 @@ def item_properties(error: BaseException | None, out_of_budget: bool) -> list[tu
 
 def _is_finding(error: BaseException) -> bool:
     """A failure of thunder's (or a known issue whose status changed), as opposed to one of the harness."""
-    from fuzz.judge.oracle import KnownIssueChanged, ParityFailure
+    from fuzz.judge.failures import KnownIssueChanged, ParityFailure
 
     if isinstance(error, BaseExceptionGroup):  # Hypothesis reports several distinct bugs as a group
         return all(_is_finding(e) for e in error.exceptions)
@@ -241,7 +246,19 @@ def confirmation_text(failure: dict[str, Any]) -> str:
 
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:
-    """The campaign summary for the terminal."""
+    """The campaign summary for the terminal: the run, what it ran on, the known issues, coverage, the failures."""
+    return [
+        *_run_lines(summary),
+        *_device_lines(summary),
+        *_known_issue_lines(summary),
+        *_coverage_lines(summary),
+        *_failure_lines(summary),
+        f"result: {summary['result']}",
+    ]
+
+
+def _run_lines(summary: dict[str, Any]) -> list[str]:
+    """The run: its command, examples and speed, what thunder compiled, what was invalid."""
     lines = [
         f"run {summary['run_id']}: {summary['command']}",
         f"{summary['examples']} examples ({summary['valid']} valid; {summary['repeats']} repeated networks answered "
@@ -257,6 +274,12 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"invalid examples by reason: {summary['invalid_reasons'] or 'none'}; "
         f"{len(summary['coverage'])} features exercised (counts under 'coverage' in summary.json)",
     ]
+    return lines
+
+
+def _device_lines(summary: dict[str, Any]) -> list[str]:
+    """GPU pinning, the converter A/B, memory saved for backward, time-outs run again."""
+    lines: list[str] = []
     if summary.get("gpus"):
         pinned = ", ".join(f"{worker} -> {gpu}" for worker, gpu in summary["gpus"].items())
         lines.append(f"workers pinned to GPUs (CUDA_VISIBLE_DEVICES): {pinned}")
@@ -280,6 +303,12 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             f"{summary['timeout_reruns']} thunderfx runs went over the time limit and were run once more "
             "(only a second time-out counts)"
         )
+    return lines
+
+
+def _known_issue_lines(summary: dict[str, Any]) -> list[str]:
+    """Failing examples by class, and what the known issues and their fixes explain."""
+    lines: list[str] = []
     lines.append(
         "failing examples by class, shrink steps included, known issues not: "
         f"{summary['failing_examples_by_class'] or 'none'}"
@@ -302,6 +331,12 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
             f"the rest are reported as new failures, as are {summary.get('known_resembling_failures', 0)} that "
             "resembled a known issue outside its signature or band"
         )
+    return lines
+
+
+def _coverage_lines(summary: dict[str, Any]) -> list[str]:
+    """Model-zoo architectures and nested networks drawn, networks not run, the op family, items not reached."""
+    lines: list[str] = []
     if drawn := {arch: summary["coverage"].get(f"model {arch}", 0) for arch in ARCHITECTURES}:
         if any(drawn.values()):
             lines.append(f"model-zoo examples per architecture: {', '.join(f'{a} {n}' for a, n in drawn.items())}")
@@ -321,6 +356,12 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         )
     if first := summary["first_failure"]:
         lines.append(f"first failure after {first['after_s']} s (example {first['example']})")
+    return lines
+
+
+def _failure_lines(summary: dict[str, Any]) -> list[str]:
+    """One line per failure cluster, the unshrunk ones, warnings and harness errors."""
+    lines: list[str] = []
     # One line per cluster (`fuzz.report.clusters`: one root cause), standing for it its smallest member.
     by_id = {f["id"]: f for f in summary["failures"]}
     for cluster in summary.get("clusters") or clusters(summary["failures"]):
@@ -344,5 +385,4 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"{len(unshrunk)} finding(s) {UNSHRUNK_AT_THE_END}: {', '.join(unshrunk)}")
     lines += [f"warning, in {count} test item(s): {message}" for message, count in summary.get("warnings", {}).items()]
     lines += [f"HARNESS ERROR (ours, not thunder's) in {e['item']}: {e['error']}" for e in summary["harness_errors"]]
-    lines.append(f"result: {summary['result']}")
     return lines

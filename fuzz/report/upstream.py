@@ -15,8 +15,8 @@ import copy
 import torch
 
 from fuzz.generate.spec import NetSpec
-from fuzz.judge.oracle import ParityFailure, ThunderCrash
-from fuzz.judge.parity import TOLERANCES
+from fuzz.judge.failures import ParityFailure, ThunderCrash
+from fuzz.judge.tolerance import TOLERANCES
 from fuzz.model_builder import cotangent_expression, input_expression, network_source, step_shapes
 from fuzz.report.specialize import specialized
 

@@ -2,7 +2,7 @@
 reference, the nudged copies of the oracle's probe and the copy one precision up.
 
 Shared by the harness and every repro.py: this module's source is copied verbatim into each repro (before
-`fuzz.judge.parity`'s), so the harness's verdict and the repro's exit code come from the same code. It must import
+`fuzz.judge.tolerance`'s), so the harness's verdict and the repro's exit code come from the same code. It must import
 nothing but torch.
 """
 
@@ -30,7 +30,7 @@ OPTIMIZERS = {
     "sgd": lambda parameters: torch.optim.SGD(parameters, lr=1e-2, momentum=0.9),
     "adamw": lambda parameters: torch.optim.AdamW(parameters, lr=1e-3, weight_decay=1e-2),
 }
-# The copy of an example one precision up (the same values in a wider dtype): see `fuzz.judge.parity.failure_class`.
+# The copy of an example one precision up (the same values in a wider dtype): see `fuzz.judge.tolerance.failure_class`.
 ONE_PRECISION_UP = {torch.bfloat16: torch.float32, torch.float16: torch.float32, torch.float32: torch.float64}
 _WRAPPED = "_checkpoint_wrapped_module."
 
@@ -248,7 +248,7 @@ def nudged_runs(net, x, cotangent, runs=NUDGES, training=None):
     the copy's `forward_backward` and its `float64_reference`; for a float64 network, which has no wider truth,
     the copy's float64 run as the truth and, as the sample, that run moved by its float32 twin's error scaled down by
     the ratio of the epsilons (rounding errors scale with eps), or the run itself where no float32 twin runs (the
-    truths still show eager's float64 spread, `fuzz.judge.parity.mismatch`).
+    truths still show eager's float64 spread, `fuzz.judge.tolerance.mismatch`).
     With ``training``, each copy trains along its own eager trajectory, its later steps' inputs nudged too."""
     generator = torch.Generator().manual_seed(0)
 

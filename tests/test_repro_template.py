@@ -1,4 +1,4 @@
-"""The body of every repro.py is a module (fuzz.report.repro_script) that runs in the package: bound to a network
+"""The body of every repro.py is a module (fuzz.report.repro_template) that runs in the package: bound to a network
 and a recorded failure, its main gives the exit status the written repro.py gives."""
 
 import inspect
@@ -7,9 +7,9 @@ import pytest
 import thunder.dynamo.utils
 
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
-from fuzz.judge.oracle import GradientDivergence
+from fuzz.judge.failures import GradientDivergence
 from fuzz.registry.files import recorded_failure, recorded_spec
-from fuzz.report import repro_script
+from fuzz.report import repro_template
 from fuzz.report.repro import repro_source
 
 CRASH = "negative-pad-crash"  # thunderfx raises a bare AssertionError on F.pad with negative padding
@@ -34,8 +34,8 @@ def script(monkeypatch):
     converter = thunder.dynamo.utils._checkpoint_function_converter
     monkeypatch.setattr(thunder.dynamo.utils, "_checkpoint_function_converter", converter)
     for name in _BOUND:
-        monkeypatch.setattr(repro_script, name, getattr(repro_script, name))
-    return repro_script
+        monkeypatch.setattr(repro_template, name, getattr(repro_template, name))
+    return repro_template
 
 
 def test_bound_to_a_recorded_crash_it_reproduces_it(script, capsys):
@@ -62,8 +62,13 @@ def test_a_network_thunderfx_gets_right_exits_0(script, capsys):
 
 def test_a_repro_is_the_module_but_its_in_package_definitions():
     source = repro_source(recorded_spec(CRASH), recorded_failure(CRASH), "fixed")
-    module = inspect.getsource(repro_script)
-    for function in (repro_script._verdict, repro_script.main, repro_script._limited, repro_script._could_not_run):
+    module = inspect.getsource(repro_template)
+    for function in (
+        repro_template._verdict,
+        repro_template.main,
+        repro_template._limited,
+        repro_template._could_not_run,
+    ):
         assert inspect.getsource(function) in source
-    assert inspect.getsource(repro_script.bind) in module and "def bind" not in source and "from fuzz" not in source
+    assert inspect.getsource(repro_template.bind) in module and "def bind" not in source and "from fuzz" not in source
     assert "EXPECTED_CLASS = 'thunder-crash'\nEXPECTED_ERROR = 'AssertionError: '" in source

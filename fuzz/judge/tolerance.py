@@ -1,6 +1,6 @@
-"""The oracle's rules: each tensor of thunderfx's run against eager's and the float64 truth, and the failure class.
+"""The tolerance rules: each tensor of thunderfx's run against eager's and the float64 truth, and the failure class.
 
-Shared by the harness and every repro.py: this module's source is copied verbatim into each repro, after
+Shared by `fuzz.judge.verdict` and every repro.py: this module's source is copied verbatim into each repro, after
 `fuzz.run.passes`'s and without its import of it, so the harness's verdict and the repro's exit code come from the
 same code. It must import nothing but torch and `fuzz.run.passes`.
 """

@@ -1,4 +1,4 @@
-"""The verdict on one example: eager vs thunderfx, classified into one exception type per failure class.
+"""The failure classes: one exception type per way thunderfx can differ from eager (and the triage each carries).
 
 Hypothesis reports (and shrinks) each distinct exception type separately, so one run finds a
 forward divergence and a crash as two bugs, each with its own minimal network.
@@ -12,7 +12,7 @@ from typing import ClassVar
 
 import torch
 
-from fuzz.judge.parity import accuracy_ratio, compare, crash_signature, failure_class
+from fuzz.judge.tolerance import accuracy_ratio, compare, crash_signature, failure_class
 from fuzz.run.runner import time_limit_message
 
 
@@ -55,7 +55,7 @@ class ParityFailure(AssertionError):
     """Thunderfx disagrees with eager on a valid network; subclasses name the failure class."""
 
     failure_class: ClassVar[str] = "parity-failure"
-    # The tensors that did not match (`fuzz.judge.parity.Mismatch`: name, error, drift), for a divergence or a gap.
+    # The tensors that did not match (`fuzz.judge.tolerance.Mismatch`: name, error, drift), for a divergence or a gap.
     mismatches: tuple = ()
     # Lines naming the known issues a new failure resembles (kept apart from the message: a crash's signature is
     # read from its message).
@@ -122,7 +122,7 @@ class ThunderCrash(ParityFailure):
     @property
     def crash_signature(self) -> str:
         """Thunder's exception type and first message line with numbers blanked
-        (`fuzz.judge.parity.crash_signature`)."""
+        (`fuzz.judge.tolerance.crash_signature`)."""
         error_type, _, message = str(self).removeprefix(_RAISED).partition(": ")
         return crash_signature(error_type, message)
 
@@ -182,7 +182,7 @@ def judge(
     ``expected_result`` is eager's run unless ``baseline`` names another (its name then heads the
     message); ``reference_result`` the float64 eager run for lower-precision networks, ``probe`` the
     nudged eager runs that tell a low-precision threshold flip from an error, ``right_one_precision_up``
-    whether thunderfx is right on the network in a wider dtype (an `AccuracyGap` then; see `fuzz.judge.parity`),
+    whether thunderfx is right on the network in a wider dtype (an `AccuracyGap` then; see `fuzz.judge.tolerance`),
     ``precision`` the narrowest dtype the network computes in (`NetSpec.precision`).
     """
     forward, gradients = compare(thunder_result, expected_result, reference_result, probe, precision)

@@ -20,16 +20,16 @@ if __name__ == "__main__":  # first in a repro.py: an exception before `main` (a
 
 
 # repro.py: begin of the definitions. A repro.py defines these names itself (the network's source, the failure's
-# constants, fuzz.run.passes and fuzz.judge.parity, the converter fix); in the package they come from there.
+# constants, fuzz.run.passes and fuzz.judge.tolerance, the converter fix); in the package they come from there.
 from collections.abc import Sequence  # noqa: E402
 
 import torch  # noqa: E402
 
 from fuzz.fix import meta_preserving  # noqa: E402
 from fuzz.generate.spec import NetSpec  # noqa: E402
+from fuzz.judge.failures import ExampleTimeout, ParityFailure  # noqa: E402
 from fuzz.judge.memory import memory_failure, saved_by_reason  # noqa: E402
-from fuzz.judge.oracle import ExampleTimeout, ParityFailure  # noqa: E402
-from fuzz.judge.parity import compare, crash_signature, failure_class, right_one_precision_up  # noqa: E402
+from fuzz.judge.tolerance import compare, crash_signature, failure_class, right_one_precision_up  # noqa: E402
 from fuzz.model_builder import build_example  # noqa: E402
 from fuzz.run.passes import (  # noqa: E402
     Training,

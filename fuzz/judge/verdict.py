@@ -1,4 +1,5 @@
-"""One example end to end: spec -> build -> eager and thunderfx runs -> verdict."""
+"""One example's verdict (`check_spec`): spec -> build -> eager and thunderfx runs -> judged by the tolerance rules
+(`fuzz.judge.tolerance`) -> a failure class (`fuzz.judge.failures`), triaged."""
 
 from __future__ import annotations
 
@@ -9,9 +10,7 @@ import torch
 
 from fuzz.generate.reduce import without_randomness
 from fuzz.generate.spec import NetSpec
-from fuzz.judge.limits import DEFAULT_TIMEOUT_S
-from fuzz.judge.memory import memory_failure
-from fuzz.judge.oracle import (
+from fuzz.judge.failures import (
     CheckpointSpecific,
     EagerInconsistent,
     ExampleTimeout,
@@ -27,6 +26,8 @@ from fuzz.judge.oracle import (
     judge,
     with_triage,
 )
+from fuzz.judge.limits import DEFAULT_TIMEOUT_S
+from fuzz.judge.memory import memory_failure
 from fuzz.judge.outcome import (
     ConverterComparison,
     Outcome,
@@ -35,9 +36,9 @@ from fuzz.judge.outcome import (
     relative_error,
     verdict_of,
 )
-from fuzz.judge.parity import right_one_precision_up
 from fuzz.judge.self_consistency import self_consistent
 from fuzz.judge.thunder_runs import ThunderRun, ThunderRuns, VerdictCut
+from fuzz.judge.tolerance import right_one_precision_up
 from fuzz.model_builder import Example, TrainingSteps, build_example
 from fuzz.run.passes import NUDGES, finite, nudged_runs
 from fuzz.run.runner import (
@@ -72,7 +73,8 @@ def _probe(example: Example):
 
 
 def _right_one_precision_up(example: Example, thunder: ThunderRuns, converter: str, reference: tuple):
-    """Whether thunderfx is right on ``example`` in the next wider dtype, computed when called (`fuzz.judge.parity`)."""
+    """Whether thunderfx is right on ``example`` in the next wider dtype, computed when called
+    (`fuzz.judge.tolerance`)."""
 
     def thunder_run(net, x, cotangent, training):
         steps = None if training is None else TrainingSteps(training.optimizer, training.batches, training.starts)
@@ -228,7 +230,7 @@ def _verdict(spec: NetSpec, converter: str, thunder: ThunderRuns) -> Outcome:
                 spec, True, failure=failure, seconds=time.perf_counter() - start, timeout_reruns=thunder.reruns
             )
         # Thunder draws other masks than eager: eager's nudged runs say nothing about thunder's thresholds, so no
-        # difference is accepted as a threshold flip (`fuzz.judge.parity.compare` without a probe). A cancellation
+        # difference is accepted as a threshold flip (`fuzz.judge.tolerance.compare` without a probe). A cancellation
         # still is: an input gradient of truth 0 (RMSNorm of width 1) is -6e-8 in one thunder run and 0 in the other.
         reference, baseline, probe = None, "thunderfx without checkpoints", None
 
