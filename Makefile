@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 		SUDO=$$([ "$$(id -u)" = 0 ] || echo "sudo -n"); \
 		$$SUDO apt-get install -y -q redis-server chromium >/dev/null 2>&1 || \
 		{ $$SUDO apt-get update -q >/dev/null 2>&1 && $$SUDO apt-get install -y -q redis-server chromium >/dev/null 2>&1; } || \
-		echo "could not install redis-server and chromium: tests/test_fleet.py and the report test will fail"; }
+		echo "could not install redis-server and chromium: tests/campaign/test_fleet.py and the report test will fail"; }
 	@echo "creating $(VENV) with $(PYTHON) ($$($(PYTHON) --version 2>&1)) and the pinned set: about 7.4 GB, 5 minutes"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --no-cache-dir --upgrade pip
@@ -59,18 +59,22 @@ report: setup
 known-issues: setup
 	$(VENV)/bin/ckpt-fuzz known-issues --device cpu
 
-# CI's gate (under 20 minutes on 2 cores): the self-tests but the slow ones, and a derandomized campaign of 2 shards.
+# The self-tests by tier (tests/): unit/ the fast tests of each stage, campaign/ the campaign-level tests of the gate,
+# fault_selftests/ the fault self-tests and matrices (all slow); a test that takes minutes anywhere is marked slow.
+# CI's gate (under 20 minutes on 2 cores): unit/ and campaign/ but the slow tests, and a derandomized campaign of 2
+# shards.
 test: setup
 	$(PY) -m ruff check .
-	$(MAKE) --no-print-directory pytest SELECT='-m "not slow" --fuzz-shards 2'
+	$(MAKE) --no-print-directory pytest TESTS='tests/unit tests/campaign' SELECT='-m "not slow" --fuzz-shards 2'
 
-# Everything: the slow self-tests too (about 50 minutes on 2 cores), and the campaign's 8 shards.
+# Everything: every tier, the slow self-tests too (about 50 minutes on 2 cores), and the campaign's 8 shards.
 test-full: setup
 	$(PY) -m ruff check .
-	$(MAKE) --no-print-directory pytest SELECT=
+	$(MAKE) --no-print-directory pytest TESTS=tests SELECT=
 
+TESTS ?= tests
 pytest:
-	$(PY) -m pytest tests/ fuzz/ -n $(JOBS) --dist loadfile --hypothesis-profile ci --fuzz-device cpu -q -ra --durations=12 $(SELECT) $(PYTEST_ARGS); rc=$$?; \
+	$(PY) -m pytest $(TESTS) fuzz/ -n $(JOBS) --dist loadfile --hypothesis-profile ci --fuzz-device cpu -q -ra --durations=12 $(SELECT) $(PYTEST_ARGS); rc=$$?; \
 		if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
 lint: setup

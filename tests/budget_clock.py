@@ -1,5 +1,6 @@
 """A clock the test controls, as a pytest plugin (`-p tests.budget_clock`): each test item's share of the campaign's
-budget is spent once it counted its first example, whatever the machine's load (tests/test_campaign_result.py)."""
+budget is spent once it counted its first example, whatever the machine's load
+(tests/campaign/test_campaign_result.py)."""
 
 import math
 

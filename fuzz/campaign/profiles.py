@@ -62,7 +62,7 @@ def lift_shrinking_time_cap() -> None:
     fault at seq=1 instead of the minimal network. How long shrinking may take is the campaign's budget's to decide
     (`fuzz.campaign.budget`: it keeps a finding unshrunk and says so); without a budget (``--fuzz-minutes``), as in
     a replay, nothing limits its time. (hypothesis 6.1xx internals, read at each shrink's start, guarded by
-    tests/test_profiles.py.)
+    tests/unit/test_profiles.py.)
     """
     hypothesis.internal.conjecture.engine.MAX_SHRINKING_SECONDS = math.inf
 
@@ -72,6 +72,6 @@ def seed_generation(value: int) -> None:
 
     ``@seed`` (and ``--hypothesis-seed``) would turn the example database off; an unseeded test
     draws its randomness from this thread-local Random instead (hypothesis 6.1xx internals,
-    guarded by tests/test_profiles.py).
+    guarded by tests/unit/test_profiles.py).
     """
     hypothesis.core.threadlocal._hypothesis_global_random = random.Random(value)

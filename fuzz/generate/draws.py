@@ -67,7 +67,7 @@ def layer_specs(
             return LayerSpec(call.kind, axes.mutated(call.params, draw(st.sampled_from(call.mutations))))
         return LayerSpec(call.kind, call.params)
     # By name, in registry order: a kind added at the end of `LAYER_KINDS` leaves every saved choice naming the kind
-    # it named before (tests/test_strategies.py), so a fleet's year-old database entries keep their networks.
+    # it named before (tests/unit/test_strategies.py), so a fleet's year-old database entries keep their networks.
     kind = LAYER_KINDS[draw(st.sampled_from([taker.name for taker in takers]))]
     drawn = {p.name: draw(param_values(p, incoming.width, max_dim)) for p in kind.params}
     params = dict(kind.fit(drawn, incoming))

@@ -10,7 +10,7 @@ dims) to another image; an "any" kind either, keeping its shape. Its ``fit`` mak
 valid for what enters the layer, so any stack the strategies draw is a valid network. Adding a layer
 kind is adding one entry here, at the end of `LAYER_KINDS`: the strategies draw a kind by its place among the
 kinds that take the incoming shape, in registry order, so an entry inserted before others would make the example
-database's saved choices decode to other networks (tests/test_strategies.py guards the order).
+database's saved choices decode to other networks (tests/unit/test_strategies.py guards the order).
 """
 
 from __future__ import annotations

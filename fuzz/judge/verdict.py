@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import torch
 
@@ -203,6 +204,50 @@ def check_spec(
         return Outcome(spec, False, thunder.cut_reason(), seconds=seconds, timeout_reruns=thunder.reruns)
 
 
+def _plain_baseline(
+    spec: NetSpec, eager: Any, precision: torch.dtype, thunder: ThunderRuns
+) -> tuple[Any, Any, ParityFailure | None, str]:
+    """A random network's baseline, thunderfx's run of it without checkpoints (eager's random stream is not thunder's):
+    its result, its report, its own failure against eager (thunder-general), and why the example is invalid (else "")
+    when eager itself differs without checkpoints."""
+    plain = build_example(spec, checkpointing=False)
+    if judge(run_eager(plain), eager, precision=precision) is not None:
+        return None, None, None, "eager differs from eager without checkpoints"
+    expected, plain_report, failure = thunder(plain, "stock")
+    if failure is None and not finite(expected):  # a baseline of NaNs would let anything pass
+        failure = judge(*_non_finite_part(expected, eager), precision=precision)
+    if failure is not None:
+        failure = with_triage(failure, ThunderGeneral("thunderfx fails on the network without checkpoints"))
+    return expected, plain_report, failure, ""
+
+
+def _random_divergence(
+    spec: NetSpec, converter: str, thunder: ThunderRuns, failure: ParityFailure, compiled: bool
+) -> tuple[ParityFailure, str, str]:
+    """A random network's divergence (against thunderfx without checkpoints: the random streams may differ), asked
+    again: without its random layers, then (a model) whether its gradient is its own forward's derivative. Returns the
+    failure, its triage's text and, where it is no verdict, why the example is invalid (else ""). ``compiled``: thunder
+    compiled the whole network with and without checkpoints."""
+    triage = "judged against thunderfx without checkpoints"
+    deterministic = _without_randomness(spec, converter, thunder)
+    if isinstance(deterministic, ParityFailure):
+        return deterministic, triage, ""
+    if spec.model is not None:
+        # Wherever its random ops ran (GPT-2's checkpointed layers go to inductor), ask the one question that
+        # does not need equal streams: is the gradient the derivative of the forward it belongs to?
+        consistent = self_consistent(spec, thunder, "fixed" if converter == "both" else converter)
+        if consistent is True:
+            why = "with checkpoints thunderfx draws other random numbers than without; its gradient is the derivative "
+            return failure, triage, why + "of its own forward"
+        if isinstance(consistent, str):  # no verdict: the difference may be two random streams
+            return failure, triage, f"the self-consistency check of a random model could not run: {consistent}"
+        return consistent, f"{triage}; {deterministic}; its self-consistency fails", ""
+    if not compiled:
+        # Part of a network ran outside thunder, drawing eager's random stream: nothing to compare.
+        return failure, triage, "a random layer may have run outside thunder"
+    return failure, f"{triage}; {deterministic}", ""
+
+
 def _verdict(spec: NetSpec, converter: str, thunder: ThunderRuns) -> Outcome:
     """`check_spec`'s verdict on ``spec`` with ``thunder``'s runs (`VerdictCut` propagates)."""
     start = time.perf_counter()
@@ -218,14 +263,10 @@ def _verdict(spec: NetSpec, converter: str, thunder: ThunderRuns) -> Outcome:
     expected, reference, baseline, probe = eager, run_reference(example), "eager", _probe(example)
     precision, example_dtype = getattr(torch, spec.precision), getattr(torch, spec.dtype)
     if spec.random:
-        plain = build_example(spec, checkpointing=False)
-        if judge(run_eager(plain), eager, precision=precision) is not None:
-            return invalid("eager differs from eager without checkpoints")
-        expected, plain_report, failure = thunder(plain, "stock")
-        if failure is None and not finite(expected):  # a baseline of NaNs would let anything pass
-            failure = judge(*_non_finite_part(expected, eager), precision=precision)
+        expected, plain_report, failure, invalid_reason = _plain_baseline(spec, eager, precision, thunder)
+        if invalid_reason:
+            return invalid(invalid_reason)
         if failure is not None:
-            failure = with_triage(failure, ThunderGeneral("thunderfx fails on the network without checkpoints"))
             return Outcome(
                 spec, True, failure=failure, seconds=time.perf_counter() - start, timeout_reruns=thunder.reruns
             )
@@ -258,26 +299,10 @@ def _verdict(spec: NetSpec, converter: str, thunder: ThunderRuns) -> Outcome:
     result, report, failure = run("fixed" if converter == "both" else converter)
     random_triage = f"judged against {baseline}"  # a random network's own failure: it ran against its baseline
     if spec.random and isinstance(failure, (ForwardDivergence, GradientDivergence, StateDivergence)):
-        deterministic = _without_randomness(spec, converter, thunder)
-        if isinstance(deterministic, ParityFailure):
-            failure = deterministic
-        elif spec.model is not None:
-            # Wherever its random ops ran (GPT-2's checkpointed layers go to inductor), ask the one question that
-            # does not need equal streams: is the gradient the derivative of the forward it belongs to?
-            consistent = self_consistent(spec, thunder, "fixed" if converter == "both" else converter)
-            if consistent is True:
-                return invalid(
-                    "with checkpoints thunderfx draws other random numbers than without; "
-                    "its gradient is the derivative of its own forward"
-                )
-            if isinstance(consistent, str):  # no verdict: the difference may be two random streams
-                return invalid(f"the self-consistency check of a random model could not run: {consistent}")
-            failure, random_triage = consistent, f"{random_triage}; {deterministic}; its self-consistency fails"
-        elif not (compiled_everything(report, spec.checkpoint_regions) and compiled_everything(plain_report, 0)):
-            # Part of a network ran outside thunder, drawing eager's random stream: nothing to compare.
-            return invalid("a random layer may have run outside thunder")
-        else:
-            random_triage += f"; {deterministic}"
+        compiled = compiled_everything(report, spec.checkpoint_regions) and compiled_everything(plain_report, 0)
+        failure, random_triage, invalid_reason = _random_divergence(spec, converter, thunder, failure, compiled)
+        if invalid_reason:
+            return invalid(invalid_reason)
     if failure is not None and not isinstance(failure, ExampleTimeout) and not isinstance(failure.__cause__, Triage):
         # A random network's own failure is against thunderfx without checkpoints, which ran: checkpoint-specific.
         triage = (

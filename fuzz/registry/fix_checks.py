@@ -234,7 +234,7 @@ def passing_check(entries: Sequence[str], wanted: int, seed: int) -> dict:
         "checked_on": datetime.date.today().isoformat(),
         "with": sorted(entries),
         "diff_lines": sum(fix.changed_lines() for fix in check.fixes),
-        # Each fix's own lines: a fix whose diff changes since is held to check 2 again (tests/test_fixes.py).
+        # Each fix's own lines: a fix whose diff changes since is held to check 2 again (tests/unit/test_fixes.py).
         "diff_lines_by_fix": {fix.entry: fix.changed_lines() for fix in check.fixes},
         "seed": seed,
         "drawn": check.drawn,

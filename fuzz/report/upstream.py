@@ -35,7 +35,7 @@ _ACCURACY_FACTOR = 2
 # What training steps leave to compare: the last output and input gradient, the parameters and the buffers.
 _TRAINED = "    return [out, x_.grad, *(p.detach() for p in model.parameters()), *(b.clone() for b in model.buffers())]"
 # The op plumbing of `fuzz.generate.blocks`, computing the same values in fewer lines (its loops as math.prod, one
-# name less): it is most of an op entry's lines (tests/test_upstream.py checks each entry's network computes the
+# name less): it is most of an op entry's lines (tests/unit/test_upstream.py checks each entry's network computes the
 # builder's values, bit for bit).
 _SHORTER_HELPERS = """
 def adapt(x, shape, low, high, offset=0):

@@ -12,7 +12,7 @@ import pytest
 
 from tools import check_setup_disk
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _needing(monkeypatch, venv_bytes: int, download_bytes: int) -> None:

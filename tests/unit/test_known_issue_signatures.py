@@ -127,7 +127,7 @@ def test_recording_an_unknown_entry_is_a_one_line_error():
 
 def test_a_campaign_failure_is_admitted_as_a_reproduction_only_when_the_trigger_explains_it(tmp_path, monkeypatch):
     from tests.faults import injected
-    from tests.test_verdicts import SILU_THEN_TANH
+    from tests.unit.test_verdicts import SILU_THEN_TANH
 
     monkeypatch.setattr(fuzz.registry.files, "KNOWN_ISSUES_DIR", tmp_path / "registry")
     (tmp_path / "registry" / "inplace-silu-wrong-grad").mkdir(parents=True)

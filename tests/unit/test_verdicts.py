@@ -363,7 +363,7 @@ SILU_THEN_TANH = NetSpec(
 
 def test_a_known_issue_without_a_fix_explains_its_own_failure_by_its_trigger(tmp_path):
     # hardsigmoid-float64-grad-imprecise has no fix: its identity is still its trigger and band (one with a fix is
-    # credited by it, tests/test_fixes.py)
+    # credited by it, tests/unit/test_fixes.py)
     campaign = Campaign(CampaignConfig(run_dir=tmp_path))
     spec = recorded_spec("hardsigmoid-float64-grad-imprecise")
     known = known_issues_for(spec)

@@ -12,7 +12,7 @@ from fuzz.registry.known_issues import KNOWN_ISSUES
 from fuzz.versions.bisect import ERROR, NOT_REPRODUCED, REPRODUCES, Trial, bisect, version_record
 from fuzz.versions.thunder_versions import PINNED, VersionError, available, is_nightly, nearest, resolve
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CKPT_FUZZ = [sys.executable, "-m", "fuzz.cli"]
 # The registry's list, as pip index printed it when this was written (oldest first).
 LISTED = ["0.2.4", "0.2.5.dev20250601", "0.2.5", "0.2.6.dev20250901", "0.2.6", "0.2.7.dev20251101", "0.2.7.dev20260201"]

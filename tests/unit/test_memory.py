@@ -113,7 +113,7 @@ def test_intermediates_saved_and_recomputed_too_are_no_memory_failure():
     # make test's derandomized campaign drew it (a false alarm of the first trace rule): F.batch_norm in training mode
     # on running statistics made inside the region; thunder recomputes var_mean for the gradient, and replays the
     # running-statistics update (an in-place copy) in backward from the forward's saved mean and variance.
-    spec = NetSpec.from_json((Path(__file__).parent / "specs" / "batch-norm-update-replayed.json").read_text())
+    spec = NetSpec.from_json((Path(__file__).parents[1] / "specs" / "batch-norm-update-replayed.json").read_text())
     outcome = check_spec(spec)
     assert outcome.failure is None, outcome.failure
     regions = outcome.compile_report.regions

@@ -14,8 +14,8 @@ import yaml
 from fuzz.campaign.families import GENERAL, PROGRAM
 from fuzz.cli import _parser
 from fuzz.report.merge import job_seed
+from tests.campaign.test_fleet import redis_url  # noqa: F401 (the fixture)
 from tests.campaign_runs import ROOT, fault_everywhere
-from tests.test_fleet import redis_url  # noqa: F401 (the fixture)
 
 SLURM_SCRIPT = ROOT / "deploy" / "slurm" / "ckpt-fuzz-array.sbatch"
 K8S_JOB = ROOT / "deploy" / "kubernetes" / "ckpt-fuzz-indexed-job.yaml"

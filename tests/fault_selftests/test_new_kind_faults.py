@@ -1,5 +1,6 @@
 """A fault in one of the newer layer kinds (in-place updates through views, convolutions) is found by a real
-campaign and shrunk to that one layer: the harness's reach is proven kind by kind, as in tests/test_fault_detection.py.
+campaign and shrunk to that one layer: the harness's reach is proven kind by kind, as in
+tests/campaign/test_fault_detection.py.
 """
 
 import json

@@ -3,8 +3,9 @@
 The fault (tests/faults.py) doubles the gradient of tanh only where thunder's checkpoint converter
 substitutes it, i.e. only inside checkpointed functions. The campaign runs as users run it: pytest
 on fuzz/ with our plugin, a real Hypothesis database and a run folder. (Interrupted runs and dead workers:
-tests/test_interrupts_and_crashes.py; faults in newer layer kinds: tests/test_new_kind_faults.py; files of their own so
-that `--dist loadfile` spreads these long campaigns over the workers.)
+tests/campaign/test_interrupts_and_crashes.py; faults in newer layer kinds:
+tests/fault_selftests/test_new_kind_faults.py; files of their own so that `--dist loadfile` spreads these long
+campaigns over the workers.)
 """
 
 import json
@@ -54,7 +55,7 @@ def test_the_failure_shrinks_to_that_one_layer_in_one_checkpoint(faulty_campaign
     # The fault is in thunder for every process (tests/fault_site): its repro.py reproduces it afresh.
     assert failure["confirmed"] is True and failure["confirmation"].startswith("reproduced in a fresh interpreter")
     # (No bound on the seconds: the campaign has no budget, so a loaded machine only makes it slower. The shrink-time
-    # policy under a budget is tested with budgets of its own, tests/test_campaign.py.)
+    # policy under a budget is tested with budgets of its own, tests/campaign/test_campaign.py.)
 
 
 def test_the_repro_exits_1_with_the_fault_and_0_without(faulty_campaign):

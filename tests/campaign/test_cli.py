@@ -14,7 +14,7 @@ from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.registry.known_issues import KNOWN_ISSUES
 from tests.campaign_runs import fault_everywhere
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(

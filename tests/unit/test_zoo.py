@@ -23,7 +23,7 @@ from fuzz.run.runner import run_eager
 from tests.campaign_runs import run_repro
 from tests.faults import injected, replaced, scaled_gradient_in
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 transformers = pytest.importorskip("transformers")
 

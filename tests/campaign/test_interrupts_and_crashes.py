@@ -1,7 +1,7 @@
 """A campaign that is interrupted, or whose worker dies or hangs, keeps what it found and says so.
 
 Real campaigns in a subprocess with a fault injected into thunder (tests/faults.py), as in
-tests/test_fault_detection.py; and the signal handler itself (`fuzz.run.stops`).
+tests/campaign/test_fault_detection.py; and the signal handler itself (`fuzz.run.stops`).
 """
 
 import json

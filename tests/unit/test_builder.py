@@ -15,7 +15,8 @@ from fuzz.run.passes import forward_backward, fresh_input
 
 
 def _params(kind_name: str) -> dict:
-    if kind_name in OP_KINDS:  # the op family's params come from its catalog (tests/test_op_family.py: all of them)
+    # The op family's params come from its catalog (tests/unit/test_op_family.py: all of them).
+    if kind_name in OP_KINDS:
         return next(call for call in catalog().calls if call.kind == kind_name and call.variant > 0).params
     if kind_name in (PLUMBING, STAND_IN):  # the plumbing (or a stand-in) of an op layer of two tensor arguments
         args = plumbing_params(next(call for call in catalog().calls if call.op == "sub").params)
@@ -39,7 +40,8 @@ def _inputs(kind_name: str) -> list[tuple[int, ...] | None]:
 def test_every_layer_kind_builds_and_runs_forward_and_backward(kind, spatial, dtype):
     layer_kind, incoming = LAYER_KINDS[kind], Incoming(2, 5, spatial, dtype)
     layers = [LayerSpec(kind, dict(layer_kind.fit(_params(kind), incoming)))]
-    if layer_kind.flow is not None:  # a program's: on the input, or updating a clone of it (tests/test_programs.py)
+    # A program's: on the input, or updating a clone of it (tests/unit/test_programs.py).
+    if layer_kind.flow is not None:
         layers = [LayerSpec("clone", reads=[0])] if layer_kind.flow.updates else []
         reads = [len(layers), 0][: layer_kind.flow.reads]
         layers.append(LayerSpec(kind, dict(layer_kind.fit(_params(kind), incoming)), reads=reads))

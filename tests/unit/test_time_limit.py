@@ -55,7 +55,7 @@ def test_a_long_inductor_compile_outlives_the_hard_limit_but_not_twice():
     script = (
         "import time\n"
         "from fuzz.run.runner import Deadline, time_limit\n"
-        "from tests.test_time_limit import _as_if_in_module, busy\n"
+        "from tests.unit.test_time_limit import _as_if_in_module, busy\n"
         "for busy_s in (15, 60):\n"
         "    start = time.monotonic()\n"
         "    try:\n"

@@ -28,7 +28,7 @@ from tests.faults import replaced, scaled_gradient, scaled_gradient_in
 # Entry -> the torch op its bug is in. Faulted wherever thunder meets the op (in and outside checkpoints), so that
 # the failure keeps the entry's triage and differs only in size. Not here: the in-place/view entries (their trigger is
 # a mutation pattern, not an op's numbers), the NaN entries (a band of inf: no fault is 5x beyond it), the state and
-# random ones, and crashes (matched by their exception, tests/test_known_issue_signatures.py).
+# random ones, and crashes (matched by their exception, tests/unit/test_known_issue_signatures.py).
 MASKING_CELLS = {
     "softmax-bfloat16-grad-inaccurate": torch.softmax,
     "mish-bfloat16-grad-inaccurate": F.mish,
