@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from fuzz.campaign.config import CampaignConfig
 from fuzz.campaign.engine import Campaign
+from fuzz.campaign.families import GENERAL
 from fuzz.fix import use_converter
 from fuzz.generate.spec import NetSpec
 from fuzz.judge.batch import batchable, judged_in_batch
@@ -46,7 +47,7 @@ def drawn(examples: int, generation_seed: int, artifacts: Path) -> list[NetSpec]
     )
     @given(data=st.data())
     def draw(data: st.DataObject) -> None:
-        spec = data.draw(campaign.specs(), label="spec")
+        spec = data.draw(campaign.strategy(GENERAL), label="spec")
         if len(specs) < examples and spec not in specs:
             specs.append(spec)
 

@@ -18,7 +18,6 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -27,23 +26,17 @@ from hypothesis import strategies as st
 
 from fuzz.campaign.config import CampaignConfig
 from fuzz.campaign.engine import Campaign
+from fuzz.campaign.families import DRAWN_FAMILIES, NESTED_SLICE
 from fuzz.fix import use_converter
-from fuzz.generate.decoder import decoder_specs
 from fuzz.generate.spec import NetSpec
-from fuzz.generate.zoo import zoo_specs
 from fuzz.model_builder import build_example
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.run.passes import forward_backward, fresh_input
 from fuzz.run.runner import on_phase_change
 from tools.benchmark import fixed_draws
 
-FAMILIES: dict[str, Callable[[Campaign], st.SearchStrategy[NetSpec]]] = {
-    "general": lambda campaign: campaign.specs(),
-    "programs": lambda campaign: campaign.programs(),
-    "decoder": lambda campaign: decoder_specs(device="cpu"),
-    "zoo": lambda campaign: zoo_specs(device="cpu"),
-    "training": lambda campaign: campaign.training(),
-}
+# The families drawn from a strategy (the op sweep's cases are listed, and nested networks are the general family's).
+FAMILIES = {family.name: family for family in DRAWN_FAMILIES if family is not NESTED_SLICE}
 COLUMNS = ("total", "thunder", "compile", "run", "eager", "reference", "nudged", "rest")
 
 
@@ -85,7 +78,7 @@ def compile_and_run_seconds(spec: NetSpec) -> tuple[float, float]:
 def breakdown(family: str, examples: int, artifacts: Path) -> dict[str, float]:
     """Median seconds per example of ``family`` in each of `COLUMNS`."""
     campaign = Campaign(CampaignConfig(run_dir=artifacts / family, known_issues="xfail"))
-    strategy = FAMILIES[family](campaign).filter(lambda spec: not known_issues_for(spec))
+    strategy = campaign.strategy(FAMILIES[family]).filter(lambda spec: not known_issues_for(spec))
     rows: list[dict[str, float]] = []
 
     @fixed_draws(examples)

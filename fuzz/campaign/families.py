@@ -78,7 +78,7 @@ class Family:
     def unavailable(self) -> str | None:
         """None, or why this family's examples cannot run here."""
         missing = [module for module in self.needs if importlib.util.find_spec(module) is None]
-        return missing and f"the {self.name} family needs {', '.join(missing)}: `make setup` installs it"
+        return f"the {self.name} family needs {', '.join(missing)}: `make setup` installs it" if missing else None
 
 
 def _general(options: DrawOptions, nested: bool = False) -> st.SearchStrategy[NetSpec]:
@@ -141,6 +141,7 @@ NESTED_SLICE = Family(
 )  # fmt: skip
 FAMILIES = (SWEEP, GENERAL, PROGRAM, DECODER, ZOO, TRAINING, NESTED_SLICE)
 BY_NAME = {family.name: family for family in FAMILIES}
+DRAWN_FAMILIES = tuple(family for family in FAMILIES if family.strategy is not None)
 BY_TEST = {family.test: family for family in FAMILIES}
 # The Hypothesis database keys of the family tests before this table (a test's key is a digest of its source, and
 # the zoo's of its architecture): one per family, the zoo's per architecture in ARCHITECTURES' order. What a database

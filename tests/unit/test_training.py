@@ -176,3 +176,18 @@ def test_batch_norm_inside_a_checkpoint_trains_right_from_the_same_starts_with_a
 
 def test_the_optimizers_a_spec_names_are_the_ones_training_runs():
     assert set(SPEC_OPTIMIZERS) == set(OPTIMIZERS)
+
+
+def test_the_training_family_trains_every_family_with_a_training_weight():
+    """The training family draws the general, program, decoder and (transformers installed) zoo networks, as its
+    row says: a family missing from it would never be trained (the row's strategy read the table's rows)."""
+    from hypothesis import find
+
+    from fuzz.campaign.families import DECODER, FAMILIES, TRAINING, ZOO, DrawOptions
+
+    trained = [family for family in FAMILIES if family.training_weight]
+    assert {DECODER.name, ZOO.name} <= {family.name for family in trained}
+    assert all(family.unavailable() is None for family in trained)
+    strategy = TRAINING.strategy(DrawOptions(dtypes=("float32",), kinds=("tanh", "relu", "linear")))
+    assert find(strategy, lambda spec: spec.training is not None and spec.dtype == "float32").training is not None
+    assert find(strategy, lambda spec: spec.model is None and spec.layers[0].kind == "decoder_block") is not None
