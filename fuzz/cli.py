@@ -23,7 +23,8 @@ from fuzz.judge.limits import DEFAULT_TIMEOUT_S
 from fuzz.report.run_folder import SUMMARY, find_run
 
 DEFAULT_ROOT = Path("fuzz-artifacts")
-_REGISTRY = Path(__file__).resolve().parent.parent / "known_issues"  # (fuzz.registry.issue.KNOWN_ISSUES_DIR, no torch)
+_ROOT = str(Path(__file__).resolve().parent.parent)
+_REGISTRY = Path(_ROOT) / "known_issues"  # (fuzz.registry.issue.KNOWN_ISSUES_DIR, no torch)
 COULD_NOT_RUN = 2
 THUNDER_VARIABLE = "CKPT_FUZZ_THUNDER"  # "REQUEST=VERSION" once the process runs on the thunder --thunder asked for
 
@@ -34,8 +35,9 @@ def _pytest(arguments: list[str], command: list[str]) -> NoReturn:
     from fuzz.report.summary import COMMAND_VARIABLE
 
     env = {**os.environ, COMMAND_VARIABLE: shlex.join(["ckpt-fuzz", *command])}
-    # pytest's warnings section lists each warning with every test item that raised it: the summary counts them.
-    engine = [sys.executable, "-m", "pytest", "--pyargs", "fuzz", "-q", "--disable-warnings"]
+    # --disable-warnings: the summary counts them; --rootdir: node ids (Hypothesis's keys of a model-zoo architecture's
+    # test) the same wherever the command runs.
+    engine = [sys.executable, "-m", "pytest", "--pyargs", "fuzz", "-q", "--disable-warnings", "--rootdir", _ROOT]
     sys.stdout.flush()
     os.execve(sys.executable, [*engine, *arguments], env)
 
@@ -70,10 +72,8 @@ JOB_INDEX_VARIABLES = ("SLURM_ARRAY_TASK_ID", "JOB_COMPLETION_INDEX")
 
 def _job_index(given: int | None) -> int | None:
     """This job's index in its campaign: ``--job-index``, else the scheduler's variable, else None (not a fleet)."""
-    if given is not None:
-        return given
     found = [os.environ[name] for name in JOB_INDEX_VARIABLES if os.environ.get(name, "").isdigit()]
-    return int(found[0]) if found else None
+    return given if given is not None else int(found[0]) if found else None
 
 
 def _replay(args: argparse.Namespace, extra: list[str]) -> int:

@@ -518,13 +518,13 @@ def _install_pause(phase: str) -> None:
     import fuzz.campaign.findings
 
     if phase == "shrinking":
-        original = fuzz.campaign.engine.Campaign._write_failure
+        original = fuzz.campaign.findings.FailureWriter._write_failure
 
-        def write_failure(self, artifacts, spec, failure, name=None):
+        def write_failure(self, artifacts, spec, failure, name=None, reduced=False):
             written = _pause(original, phase, after=True) if artifacts.name == "unshrunk" else original
-            return written(self, artifacts, spec, failure, name)
+            return written(self, artifacts, spec, failure, name, reduced)
 
-        fuzz.campaign.engine.Campaign._write_failure = write_failure
+        fuzz.campaign.findings.FailureWriter._write_failure = write_failure
         return
     module, name = {
         "generation": (fuzz.campaign.engine, "check_spec"),

@@ -1,6 +1,6 @@
 """Where one example's time goes, per family: the numbers docs/performance.md's cost breakdown is made of.
 
-    .venv/bin/python -m tools.cost_breakdown [--examples 4] [--families general,programs,decoder,zoo,training]
+    .venv/bin/python -m tools.cost_breakdown [--examples 4] [--families general,program,decoder,zoo,training]
 
 Per family, a fixed set of networks (derandomized draws, no network a known issue matches) goes through the
 campaign's whole per-example path (`Campaign.run_example` inside a Hypothesis test, as in a campaign), with the

@@ -12,13 +12,15 @@ import re
 import sys
 from pathlib import Path
 
+from fuzz.campaign.families import FAMILIES, GENERAL
+
 ROOT = Path(__file__).resolve().parent.parent
 MODULE_LINES, FUNCTION_LINES = 300, 60
 # Each stage's public entry point (docs/architecture.md) and the package that is the rest of its stage.
 ENTRY_POINTS = {"fuzz.strategies": "fuzz.generate", "fuzz.model_builder": "fuzz.build", "fuzz.fix": "fuzz.run"}
-FAMILIES = ("sweep", "zoo", "decoder", "nested", "program", "training")
-# A family named by its test: a test name, a part of one, or a `-k` expression over them.
-_ANY = "|".join(FAMILIES)
+# A family named by its test: a test name, a part of one, or a `-k` expression over them (the general family's name is
+# no word a test or expression would carry).
+_ANY = "|".join(family.name for family in FAMILIES if family is not GENERAL)
 FAMILY_TEST = re.compile(
     rf"test_(?:op_sweep|({_ANY})_)|\bnot ({_ANY}) and\b|\band not ({_ANY})\b|^_?({_ANY})_ckpt_grad_parity"
 )

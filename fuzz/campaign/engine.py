@@ -206,6 +206,8 @@ class Campaign:
 
     def strategy(self, family: Family, **options: Any) -> st.SearchStrategy[NetSpec]:
         """The networks this campaign draws of ``family`` (``options``: `DrawOptions` fields that differ)."""
+        if family.strategy is None:
+            raise ValueError(f"the {family.name} family's cases are listed (`sweep_cases`), not drawn")
         return family.strategy(replace(self.draw_options, **options))
 
     @cached_property

@@ -47,8 +47,8 @@ class Family:
     ``parts``: how its test is split into items: "shards" (one per shard, spread over the workers), "architectures"
     (one per model-zoo architecture) or "one" (shard 0 only). ``weight``: an item's share of the budget relative to a
     general family's shard (spread over the architectures where they outnumber the shards). ``training_weight``: how
-    often the training family draws it (0: never). Each of its examples is counted under its `coverage` label in the
-    summary's coverage.
+    often the training family draws it (0: never). Each of its examples judged alone is a Hypothesis event of its
+    `coverage` label.
     """
 
     name: str
@@ -63,7 +63,7 @@ class Family:
     max_examples: int | None = None
     limit_s: float | None = None  # each example's time limit (None: the campaign's)
     training_weight: int = 0
-    needs: tuple[str, ...] = ()  # modules it imports (missing: its items are skipped, saying so)
+    needs: tuple[str, ...] = ()  # modules it imports (missing: `unavailable` says so; its test skips)
     example: NetSpec | None = None  # run first, on its first part, whatever the campaign's dtypes
 
     def max_examples_of(self, default: int) -> int:
@@ -74,6 +74,10 @@ class Family:
     @property
     def coverage(self) -> str:
         return f"family {self.name}"
+
+    def runs_in(self, profile: str, minutes: float | None) -> bool:
+        """Whether campaigns of ``profile`` with a budget of ``minutes`` (None: none) run it."""
+        return profile in self.profiles and (minutes or 0) >= self.min_minutes
 
     def unavailable(self) -> str | None:
         """None, or why this family's examples cannot run here."""
@@ -139,26 +143,26 @@ NESTED_SLICE = Family(
     "nested", "test_nested_ckpt_grad_parity", _nested, parts="one", profiles=("nightly",), min_minutes=60.0,
     max_examples=3, limit_s=300.0,
 )  # fmt: skip
+# The module of the families' tests.
+TEST_MODULE = "test_ckpt_grad_parity"
 FAMILIES = (SWEEP, GENERAL, PROGRAM, DECODER, ZOO, TRAINING, NESTED_SLICE)
 BY_NAME = {family.name: family for family in FAMILIES}
 DRAWN_FAMILIES = tuple(family for family in FAMILIES if family.strategy is not None)
 BY_TEST = {family.test: family for family in FAMILIES}
 # The Hypothesis database keys of the family tests before this table (a test's key is a digest of its source, and
-# the zoo's of its architecture): one per family, the zoo's per architecture in ARCHITECTURES' order. What a database
-# holds under them is moved to the test's key as its item starts (`fuzz.campaign.database.adopt_examples`).
-LEGACY_KEYS: dict[str, tuple[str, ...]] = {
-    "general": ("c76d60057392b80fba9d90d948a9276da9284df95a25ec07713436d740e9a7424ceefbf9694d84aa1726efc5823e1ae0",),
-    "program": ("f343baab6f76a5a98555f4cfbed2ba4416d6d7840e090c548ca9620c17bccfe17d2ce7d7a3038e20024ae6bcc82e8185",),
-    "decoder": ("036558bf358c3194480a2dcd9c6c7214c98aa00940c8696d6699dbafb5108ca0c8740ef3509f5e2fd0ee8cc8c6ca6974",),
-    "training": ("26b72095826c1144c6728357670c482c703cbdbab783b66e74ce87dbcf869f9c645c5058007e5562a147627e3a4045ac",),
-    "nested": ("7ac900fa5637aeb30df3b286dff7bf021698327f832d7d0695eb5ed7f2d578480faf7001699877d42b47700672ce4cf9",),
-    "zoo": (
-        "3563145ef94840a8e627a5b4a2490815a285f8e0c90393cc1c4d23a85bb7e3eccfbb837efa78df1ac03c260cd9fc72a7",
-        "0a4c35f855fcf6cef01947013420bb72c521b7ea6e52c661279d8ff10db369c9b53b3ff8bfd1d7267208c8edd00b17ae",
-        "6afb37c00212c39d49df1ea53796197008acfa8f66f3f77b59966c2913f9761aeaca1035bc58672cb26946c27ef81fc5",
-        "90c19ef75bef4b6e7676985c2875a42fd4330665d0f1666780901249a831ed10afdc067c31d7cf12f62672611446b6c8",
-        "0aab3c0925a464dcd6c9ce067b8d55675f11f1fdd9e800b9236b7a8fa50b92bc2c3f7875ba9adea6aa98a59833e6e399",
-        "10494a676feb2f08eb1a468c6e92b3a4c2e3f80b3b3e3a7090552db10609a9807b429533c3f29ae85af0b4b413ac74bb",
-        "837a4f1dc0ebe2a76b22a99dd1af4a063a00ec81b33932be0d3a5c60b56cb26a44ee8b864e3546d82c7e3f43282a087f",
-    ),
+# the zoo's of its architecture), by item name (`fuzz.campaign.items.item_name`). What a database holds under them is
+# moved to the test's key as its item starts (`fuzz.campaign.database.adopt_examples`).
+LEGACY_KEYS: dict[str, str] = {
+    "general": "c76d60057392b80fba9d90d948a9276da9284df95a25ec07713436d740e9a7424ceefbf9694d84aa1726efc5823e1ae0",
+    "program": "f343baab6f76a5a98555f4cfbed2ba4416d6d7840e090c548ca9620c17bccfe17d2ce7d7a3038e20024ae6bcc82e8185",
+    "decoder": "036558bf358c3194480a2dcd9c6c7214c98aa00940c8696d6699dbafb5108ca0c8740ef3509f5e2fd0ee8cc8c6ca6974",
+    "training": "26b72095826c1144c6728357670c482c703cbdbab783b66e74ce87dbcf869f9c645c5058007e5562a147627e3a4045ac",
+    "nested": "7ac900fa5637aeb30df3b286dff7bf021698327f832d7d0695eb5ed7f2d578480faf7001699877d42b47700672ce4cf9",
+    "zoo[llama]": "3563145ef94840a8e627a5b4a2490815a285f8e0c90393cc1c4d23a85bb7e3eccfbb837efa78df1ac03c260cd9fc72a7",
+    "zoo[mistral]": "0a4c35f855fcf6cef01947013420bb72c521b7ea6e52c661279d8ff10db369c9b53b3ff8bfd1d7267208c8edd00b17ae",
+    "zoo[qwen2]": "6afb37c00212c39d49df1ea53796197008acfa8f66f3f77b59966c2913f9761aeaca1035bc58672cb26946c27ef81fc5",
+    "zoo[gemma]": "90c19ef75bef4b6e7676985c2875a42fd4330665d0f1666780901249a831ed10afdc067c31d7cf12f62672611446b6c8",
+    "zoo[phi]": "0aab3c0925a464dcd6c9ce067b8d55675f11f1fdd9e800b9236b7a8fa50b92bc2c3f7875ba9adea6aa98a59833e6e399",
+    "zoo[gpt2]": "10494a676feb2f08eb1a468c6e92b3a4c2e3f80b3b3e3a7090552db10609a9807b429533c3f29ae85af0b4b413ac74bb",
+    "zoo[bert]": "837a4f1dc0ebe2a76b22a99dd1af4a063a00ec81b33932be0d3a5c60b56cb26a44ee8b864e3546d82c7e3f43282a087f",
 }

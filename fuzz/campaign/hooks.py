@@ -21,7 +21,7 @@ from fuzz.campaign.database import adopt_examples
 from fuzz.campaign.engine import Campaign
 from fuzz.campaign.families import LEGACY_KEYS
 from fuzz.campaign.gpus import VISIBLE_DEVICES, gpu_of_worker
-from fuzz.campaign.items import budget_weight, family_of, in_shard_order, left_out, part_of, sweeps
+from fuzz.campaign.items import budget_weight, family_of, in_shard_order, item_name, left_out, part_of, sweeps
 from fuzz.campaign.profiles import seed_generation
 from fuzz.report.html import write_report
 from fuzz.report.summary import FINDING, HARNESS_ERROR, item_properties, summary_lines
@@ -172,11 +172,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> None:
     """Before a family's test runs (inside Hypothesis's pytest plugin, which has given it its database key), what the
     database holds under the key its test had before the family table is moved to its key (`LEGACY_KEYS`)."""
-    family, database = family_of(pyfuncitem), settings.default.database
-    if family is None or database is None or not (old := LEGACY_KEYS.get(family.name)):
+    database = settings.default.database
+    if family_of(pyfuncitem) is None or database is None or (old := LEGACY_KEYS.get(item_name(pyfuncitem))) is None:
         return
     key = function_digest(pyfuncitem.obj.hypothesis.inner_test)  # Hypothesis's own key of the test
-    adopt_examples(database, bytes.fromhex(old[part_of(pyfuncitem) if len(old) > 1 else 0]), key)
+    adopt_examples(database, bytes.fromhex(old), key)
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:

@@ -6,13 +6,20 @@ from __future__ import annotations
 import pytest
 
 from fuzz.campaign.config import CampaignConfig
-from fuzz.campaign.families import BY_TEST, SWEEP, Family
+from fuzz.campaign.families import BY_TEST, SWEEP, TEST_MODULE, Family
 from fuzz.generate.architectures import ARCHITECTURES
 
 
 def family_of(item: pytest.Item) -> Family | None:
-    """The family whose test ``item`` is (None: not a campaign item)."""
-    return BY_TEST.get(getattr(item, "originalname", None))
+    """The family whose test ``item`` is (None: not a campaign item, or a test of another module of that name)."""
+    module = getattr(getattr(item, "module", None), "__name__", "")
+    return BY_TEST.get(getattr(item, "originalname", None)) if module.endswith(TEST_MODULE) else None
+
+
+def item_name(item: pytest.Item) -> str:
+    """The campaign item's name, whatever the shard: its family's, a model-zoo architecture's ``zoo[<arch>]``."""
+    family = family_of(item)
+    return f"{family.name}[{item.callspec.params['arch']}]" if family.parts == "architectures" else family.name
 
 
 def part_of(item: pytest.Item) -> int | None:
@@ -34,8 +41,7 @@ def left_out(item: pytest.Item, config: CampaignConfig) -> bool:
     family = family_of(item)
     return family is not None and (
         config.families is not None and family.name not in config.families
-        or config.profile not in family.profiles
-        or (config.minutes or 0) < family.min_minutes
+        or not family.runs_in(config.profile, config.minutes)
         or family.parts == "one" and part_of(item) != 0
     )  # fmt: skip
 

@@ -48,6 +48,11 @@ def campaign_config(config: pytest.Config) -> CampaignConfig:
     dtypes = _choice_list(config, "fuzz_dtypes", DTYPES)
     ops = _choice_list(config, "fuzz_ops", catalog().ops) if config.getoption("fuzz_ops") else None
     families = _choice_list(config, "fuzz_families", BY_NAME)
+    if families and not any(BY_NAME[name].runs_in(profile, config.getoption("fuzz_minutes")) for name in families):
+        rules = "; ".join(f"{name}: profiles {', '.join(BY_NAME[name].profiles)}" + (
+            f", --fuzz-minutes {BY_NAME[name].min_minutes:g} or more" if BY_NAME[name].min_minutes else ""
+        ) for name in families)  # fmt: skip
+        raise pytest.UsageError(f"--fuzz-families {','.join(families)}: none runs under profile {profile} ({rules})")
     gpus = _gpus(config, device)
     run_id = _run_id(config, profile)  # (last: a run id given is claimed, its folder made)
     return CampaignConfig(

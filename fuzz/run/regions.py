@@ -139,20 +139,19 @@ def _node_name(line) -> str:
     return found.group(1) if found else f"line {line[1]}"
 
 
-def _read_thunder(module, report: RegionReport) -> None:
-    import thunder
-
-    forward_traces, backward_traces = thunder.last_traces(module), thunder.last_backward_traces(module)
+def _checkpoint_regions(trace) -> dict:
+    """The checkpointed regions thunder's first forward ``trace`` has, by the network's source line."""
     regions = {}
-    for bsym in forward_traces[0].bound_symbols:
+    for bsym in trace.bound_symbols:
         if bsym.sym.id == "activation_checkpoint":
             policy = getattr(bsym.args[0], "meta", {}).get("_checkpoint_context_fn")
             regions[_line(bsym)] = Region(_node_name(_line(bsym)), "thunder", policy=policy and repr(policy))
-    report.regions += regions.values()
-    if not backward_traces:  # nothing needed a gradient: nothing saved
-        return
-    forward, backward = forward_traces[-1], backward_traces[-1]
-    forward_ops = list(_ops(forward.bound_symbols))
+    return regions
+
+
+def _data_flow(forward_ops, regions) -> tuple[dict, dict, dict]:
+    """Each forward value's region (where a region made it), producer and consumers, by name; each region's ops
+    appended to it on the way."""
     region_of, producer, consumers = {}, {}, {}
     for bsym in forward_ops:
         region = regions.get(_line(bsym))
@@ -164,18 +163,36 @@ def _read_thunder(module, report: RegionReport) -> None:
                 region_of[out.name] = region
         for arg in bsym.flat_proxy_args:
             consumers.setdefault(arg.name, []).append(bsym)
+    return region_of, producer, consumers
+
+
+def _widest_per_line(trace) -> dict:
+    """The widest element each line of the network produces before thunder's transforms (its first ``trace``): a saved
+    tensor wider than that is thunder's copy (float32 of a bfloat16 activation)."""
+    itemsizes = {}
+    for bsym in trace.bound_symbols:
+        sizes = [_itemsize(out) for out in bsym.flat_proxy_outs if hasattr(out, "dtype")]
+        if sizes and _line(bsym) is not None:
+            itemsizes[_line(bsym)] = max(sizes)
+    return itemsizes
+
+
+def _read_thunder(module, report: RegionReport) -> None:
+    import thunder
+
+    forward_traces, backward_traces = thunder.last_traces(module), thunder.last_backward_traces(module)
+    regions = _checkpoint_regions(forward_traces[0])
+    report.regions += regions.values()
+    if not backward_traces:  # nothing needed a gradient: nothing saved
+        return
+    forward, backward = forward_traces[-1], backward_traces[-1]
+    forward_ops = list(_ops(forward.bound_symbols))
+    region_of, producer, consumers = _data_flow(forward_ops, regions)
     returned = forward.bound_symbols[-1]
     saved = [p for p in returned.args[1][0] if isinstance(p, thunder.core.proxies.TensorProxy)]
     outputs = {p.name for p in thunder.core.pytree.tree_iter(returned.args[0]) if hasattr(p, "name")}
     inputs = {out.name for b in forward.bound_symbols if b.sym.name == "unpack_trivial" for out in b.flat_proxy_outs}
-
-    # The widest element each line of the network produces before thunder's transforms: a saved tensor wider than
-    # that is thunder's copy (float32 of a bfloat16 activation).
-    itemsizes = {}
-    for bsym in forward_traces[0].bound_symbols:
-        sizes = [_itemsize(out) for out in bsym.flat_proxy_outs if hasattr(out, "dtype")]
-        if sizes and _line(bsym) is not None:
-            itemsizes[_line(bsym)] = max(sizes)
+    itemsizes = _widest_per_line(forward_traces[0])
 
     def origin(name):  # through the grad transform's copies of a region output (they have no line) to the output
         while name in producer and producer[name].sym.name == "shallow_copy" and _line(producer[name]) is None:

@@ -35,6 +35,11 @@ ROOT = Path(__file__).resolve().parents[2]
         (["--fuzz-layers", "linear,conv2d"], "--fuzz-layers: unknown conv2d; choose from linear, relu"),
         (["--fuzz-dtypes", "float8"], "--fuzz-dtypes: unknown float8; choose from float32, float64, bfloat16, float16"),
         (["--known-issues", "skip"], "argument --known-issues: invalid choice: 'skip'"),
+        (["--fuzz-families", "general,toy"], "--fuzz-families: unknown toy; choose from sweep, general, program"),
+        (
+            ["--fuzz-families", "nested", "--hypothesis-profile", "ci"],
+            "--fuzz-families nested: none runs under profile ci (nested: profiles nightly, --fuzz-minutes 60 or more)",
+        ),
         (["--fuzz-run-id", "latest"], "--fuzz-run-id 'latest': a run id is one folder name"),
         (["--fuzz-executors", "nvfusr"], "--fuzz-executors: nvfusr not installed; this thunder has python, torch"),
     ],

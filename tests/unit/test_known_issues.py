@@ -31,7 +31,7 @@ def test_known_issue_is_as_its_version_record_expects_on_the_installed_thunder(i
 
 @pytest.mark.parametrize("issue", KNOWN_ISSUES, ids=lambda issue: issue.id)
 def test_taking_the_trigger_out_leaves_a_valid_network_the_issue_no_longer_matches(issue):
-    # What attributing a failure to the issue rests on (fuzz.campaign.engine.Campaign._explained).
+    # What attributing a failure to the issue rests on (fuzz.campaign.known.KnownBugs.explained).
     stripped = issue.without_trigger(recorded_spec(issue.id))
     assert issue not in known_issues_for(stripped)
     assert not stripped.layers or valid(stripped)

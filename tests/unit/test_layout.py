@@ -105,7 +105,6 @@ LONG_FUNCTIONS_ALLOWED = {
     "fuzz.judge.verdict._verdict": "to split further: its random-network rules are out (_plain_baseline, "
     "_random_divergence); the thunderfx run closure and the outcome's measures are left",
     "fuzz.judge.tolerance.mismatch": "to split: the per-tensor rules and their message in one",
-    "fuzz.run.regions._read_thunder": "to split: thunder's traces read for regions, saved tensors and fallbacks in one",
 }
 
 
