@@ -269,6 +269,33 @@ def _clone_update_leaks_faulty(checkpoint_converter):
     return faulty
 
 
+# The data-flow updates programs had before the op catalog's: the fault below leaves them alone.
+_FIRST_UPDATES = frozenset({"add_", "mul_", "sigmoid_"})
+
+
+def _graphs(gm: torch.fx.GraphModule, region: torch.fx.GraphModule) -> list[torch.fx.GraphModule]:
+    """``region`` and the body of each checkpoint in it."""
+    bodies = [node.args[0] for node in _checkpoints(region.graph)]
+    return [region, *(getattr(region, b.target) if b.op == "get_attr" else getattr(gm, b.name) for b in bodies)]
+
+
+def _catalog_updates_lost_faulty(checkpoint_converter):
+    """thunderfx's preparation of each region it hands to thunder, followed by a fault: every in-place update by a
+    method other than add_, mul_ and sigmoid_ (the op catalog's: ``tanh_``, ``sin_``, ``exp_``, ...) computes its
+    value out of place, its receiver left as it was, inside checkpoints and out: a later read of the updated tensor
+    (or of its base) reads the value before the update, as a functionalization that misses that op's update would."""
+
+    def faulty(gm, region):
+        checkpoint_converter(gm, region)
+        for module in _graphs(gm, region):
+            for node in module.graph.nodes:
+                if _is_update(node) and node.target not in _FIRST_UPDATES and hasattr(torch.Tensor, node.target[:-1]):
+                    node.target = node.target[:-1]
+            module.recompile()
+
+    return faulty
+
+
 class _StaleParameters(torch.nn.Module):
     """A region thunder compiled that, from its second call on, computes with the parameter values of its first call
     (their gradients still flow): a compiled function that keeps stale state between training steps."""
@@ -399,6 +426,8 @@ PATCHES = {
     ),
     # Only a read of a tensor after an in-place update of its clone (a program's data flow).
     "clone-update-leaks-to-original": (thunder.dynamo.splitter, "checkpoint_converter", _clone_update_leaks_faulty),
+    # Only an in-place update by one of the op catalog's methods (a program's update_op nodes), inside or out.
+    "catalog-updates-lost": (thunder.dynamo.splitter, "checkpoint_converter", _catalog_updates_lost_faulty),
     # Only from a compiled function's second call on: training steps (one forward and backward never calls it twice).
     "stale-parameters-from-second-step": (thunder.dynamo.compiler, "_splitter", _stale_parameters_faulty),
     # Only the memory contract: the values and gradients are right, each region's intermediates saved for backward.

@@ -3,15 +3,25 @@
 Each is a functional `LayerKind` with a `Flow` saying what it does to the values it reads; its source is an
 expression of ``x`` and ``y`` (the values it reads) and of ``scale``, the float a program passes to the checkpointed
 regions that take one (0.5 elsewhere). Never drawn for a layer stack: they are nodes of programs only.
+
+`VIEW_KINDS`: torch's view ops (`view`, `reshape`, `narrow`, `select`, `diagonal`, `expand`, `permute`, `unflatten`,
+`split`, `chunk`, `as_strided`), each written to give a matrix again (a `select` unsqueezed, an `unflatten`'s first
+column), so a view of a program's value is a value like any other. The op catalog's in-place calls are
+`fuzz.generate.catalog_flow`'s.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from fuzz.generate.kind import Flow, Incoming, LayerKind, Param
 from fuzz.generate.layer_sources import fixed_source
+
+# An index or start drawn up to this, then fitted to the size it indexes (shrinks to 0).
+_MAX_INDEX = 63
 
 
 def _fit_slice(params: Mapping[str, Any], incoming: Incoming) -> Mapping[str, Any]:
@@ -21,6 +31,161 @@ def _fit_slice(params: Mapping[str, Any], incoming: Incoming) -> Mapping[str, An
 
 def _slice_source(params: Mapping[str, Any], width: int) -> str:
     return f"x[:, {params['start']}:{params['start'] + params['length']}]"
+
+
+def _rows_and_width(incoming: Incoming, rows: int, width: int) -> Incoming:
+    return dataclasses.replace(incoming, batch=rows, width=width)
+
+
+def _divisor_at_most(number: int, wanted: int) -> int:
+    return max(d for d in range(1, min(number, wanted) + 1) if number % d == 0)
+
+
+def _fit_columns(params: Mapping[str, Any], incoming: Incoming) -> Mapping[str, Any]:
+    return {"cols": _divisor_at_most(incoming.batch * incoming.width, params["cols"])}
+
+
+def _dim_size(params: Mapping[str, Any], incoming: Incoming) -> int:
+    return incoming.batch if params["dim"] == 0 else incoming.width
+
+
+def _fit_narrow(params: Mapping[str, Any], incoming: Incoming) -> Mapping[str, Any]:
+    size = _dim_size(params, incoming)
+    start = min(params["start"], size - 1)
+    return {"dim": params["dim"], "start": start, "length": max(1, min(params["length"], size - start))}
+
+
+def _narrowed(params: Mapping[str, Any], incoming: Incoming) -> Incoming:
+    if params["dim"] == 0:
+        return _rows_and_width(incoming, params["length"], incoming.width)
+    return _rows_and_width(incoming, incoming.batch, params["length"])
+
+
+def _fit_split(params: Mapping[str, Any], incoming: Incoming) -> Mapping[str, Any]:
+    size = min(params["size"], incoming.width)
+    return {"size": size, "index": min(params["index"], math.ceil(incoming.width / size) - 1)}
+
+
+def _fit_chunk(params: Mapping[str, Any], incoming: Incoming) -> Mapping[str, Any]:
+    chunks = min(params["chunks"], incoming.batch)
+    rows = math.ceil(incoming.batch / chunks)  # torch's chunk: pieces of ceil(n / chunks), the last one shorter
+    return {"chunks": chunks, "index": min(params["index"], math.ceil(incoming.batch / rows) - 1)}
+
+
+def _chunk_rows(params: Mapping[str, Any], incoming: Incoming) -> int:
+    rows = math.ceil(incoming.batch / params["chunks"])
+    return min(rows, incoming.batch - params["index"] * rows)
+
+
+def _view_kind(
+    name: str,
+    source: Any,
+    params: tuple[Param, ...],
+    reshapes: Any,
+    fit: Any = None,
+    contiguous: Any = None,
+    **flow: Any,
+) -> LayerKind:
+    """A view op as a program node: ``source(params, width)``, ``reshapes(params, incoming)`` its matrix."""
+    options = {} if fit is None else {"fit": fit}
+    return LayerKind(
+        name,
+        source,
+        params,
+        functional=True,
+        drawn=False,
+        reshapes=reshapes,
+        flow=Flow(contiguous=contiguous, **flow),
+        **options,
+    )
+
+
+_DIM = Param("dim", "int", low=0, high=1)
+_INDEX = Param("index", "int", low=0, high=_MAX_INDEX)
+
+VIEW_KINDS = (
+    _view_kind(
+        "view",
+        lambda p, w: f"x.view(-1, {p['cols']})",
+        (Param("cols", "dim"),),
+        lambda p, i: _rows_and_width(i, i.batch * i.width // p["cols"], p["cols"]),
+        _fit_columns,
+        needs_contiguous=True,
+    ),
+    _view_kind(
+        "reshape",
+        lambda p, w: f"x.reshape(-1, {p['cols']})",
+        (Param("cols", "dim"),),
+        lambda p, i: _rows_and_width(i, i.batch * i.width // p["cols"], p["cols"]),
+        _fit_columns,
+        needs_contiguous=True,  # (of a value that may not be, a copy: not a view)
+    ),
+    _view_kind(
+        "narrow",
+        lambda p, w: f"x.narrow({p['dim']}, {p['start']}, {p['length']})",
+        (_DIM, Param("start", "int", low=0, high=_MAX_INDEX), Param("length", "dim")),
+        _narrowed,
+        _fit_narrow,
+        lambda p, i: p["dim"] == 0 or p["length"] == i.width,
+    ),
+    _view_kind(
+        "select",
+        lambda p, w: f"x.select({p['dim']}, {p['index']}).unsqueeze({p['dim']})",
+        (_DIM, _INDEX),
+        lambda p, i: _rows_and_width(i, 1, i.width) if p["dim"] == 0 else _rows_and_width(i, i.batch, 1),
+        lambda p, i: {"dim": p["dim"], "index": min(p["index"], _dim_size(p, i) - 1)},
+        lambda p, i: p["dim"] == 0,
+    ),
+    _view_kind(
+        "diagonal",
+        lambda p, w: f"x.diagonal({p['offset']}).unsqueeze(0)",
+        (Param("offset", "int", low=0, high=_MAX_INDEX),),
+        lambda p, i: _rows_and_width(i, 1, min(i.batch, i.width - p["offset"])),
+        lambda p, i: {"offset": min(p["offset"], i.width - 1)},
+        lambda p, i: False,
+    ),
+    _view_kind(
+        "expand",
+        lambda p, w: f"x[:1].expand({p['rows']}, -1)",
+        (Param("rows", "dim"),),
+        lambda p, i: _rows_and_width(i, p["rows"], i.width),
+        contiguous=lambda p, i: p["rows"] == 1,
+        overlaps=True,
+    ),
+    _view_kind("permute", lambda p, w: "x.permute(1, 0)", (), lambda p, i: _rows_and_width(i, i.width, i.batch),
+               contiguous=lambda p, i: False),
+    _view_kind(
+        "unflatten",
+        lambda p, w: f"x.unflatten(1, ({p['parts']}, {w // p['parts']}))[:, :, 0]",
+        (Param("parts", "divisor"),),
+        lambda p, i: _rows_and_width(i, i.batch, p["parts"]),
+        contiguous=lambda p, i: p["parts"] == i.width,
+    ),
+    _view_kind(
+        "split",
+        lambda p, w: f"x.split({p['size']}, dim=1)[{p['index']}]",
+        (Param("size", "dim"), _INDEX),
+        lambda p, i: _rows_and_width(i, i.batch, min(p["size"], i.width - p["index"] * p["size"])),
+        _fit_split,
+        lambda p, i: p["size"] >= i.width,
+    ),
+    _view_kind(
+        "chunk",
+        lambda p, w: f"x.chunk({p['chunks']}, dim=0)[{p['index']}]",
+        (Param("chunks", "dim"), _INDEX),
+        lambda p, i: _rows_and_width(i, _chunk_rows(p, i), i.width),
+        _fit_chunk,
+    ),
+    _view_kind(
+        "as_strided",
+        lambda p, w: f"x.as_strided(({p['rows']}, {p['cols']}), ({w}, 1))",
+        (Param("rows", "dim"), Param("cols", "dim")),
+        lambda p, i: _rows_and_width(i, p["rows"], p["cols"]),
+        lambda p, i: {"rows": min(p["rows"], i.batch), "cols": min(p["cols"], i.width)},
+        lambda p, i: p["cols"] == i.width,
+        needs_contiguous=True,
+    ),
+)  # fmt: skip
 
 
 def _flow_kind(name: str, source: str, flow: Flow, **options: Any) -> LayerKind:
@@ -41,9 +206,9 @@ FLOW_KINDS = (
         functional=True,
         drawn=False,
         fit=_fit_slice,
-        flow=Flow(),
+        flow=Flow(contiguous=lambda params, incoming: params["length"] == incoming.width),
     ),
-    _flow_kind("transpose", "x.t()", Flow(), transposes=True),
+    _flow_kind("transpose", "x.t()", Flow(contiguous=lambda params, incoming: False), transposes=True),
     _flow_kind("add", "x + y", Flow(reads=2, fresh=True)),
     _flow_kind("mul", "x * y", Flow(reads=2, fresh=True, saves=True)),
     _flow_kind("scale", "x * scale", Flow(fresh=True)),

@@ -79,7 +79,12 @@ class Flow:
     value is a new tensor that nothing saves for backward, so a later in-place update of it is allowed (neither: a
     view of ``x``). ``saves``: it saves the values it reads for backward (a later update of them
     fails in eager's backward). ``saves_value``: it saves its own value (sigmoid_'s backward reads its result).
-    ``twin``: the out-of-place kind an update becomes where eager would reject it.
+    ``twin``: the out-of-place kind an update becomes where eager would reject it (its params kept).
+    A view: ``contiguous(params, incoming)`` says whether it is contiguous when ``x`` is (None: as ``x``);
+    ``needs_contiguous``: ``x`` must be contiguous (``view``, ``as_strided``; a ``reshape`` of it would copy);
+    ``overlaps``: elements of it share memory (an expand: eager rejects updating it). ``plain``: the kind of today's
+    three data-flow updates a node of the op catalog's stands for when reduction tries the simplest network
+    (`fuzz.generate.reduce`).
     """
 
     reads: int = 1
@@ -88,6 +93,10 @@ class Flow:
     saves: bool = False
     saves_value: bool = False
     twin: str | None = None
+    contiguous: Callable[[Mapping[str, Any], Incoming], bool] | None = None
+    needs_contiguous: bool = False
+    overlaps: bool = False
+    plain: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +118,7 @@ class LayerKind:
     may update its own input in place (see `fuzz.generate.spec.validate` for where eager allows it). ``drawn``: the
     strategies draw it (not so a kind only reduction makes, `fuzz.generate.reduce`). ``flow``: a data-flow kind,
     a node of programs only (`Flow`). ``transposes``: its output is its ``(rows, width)`` input transposed.
+    ``reshapes(params, incoming)``: a program node's output shape, rows included (None: ``out_features``).
     """
 
     name: str
@@ -132,11 +142,14 @@ class LayerKind:
     drawn: bool = True
     flow: Flow | None = None
     transposes: bool = False
+    reshapes: Callable[[Mapping[str, Any], Incoming], Incoming] | None = None
 
     def output(self, params: Mapping[str, Any], incoming: Incoming) -> Incoming:
         """What a layer of this kind with ``params`` outputs for ``incoming``."""
         if self.transposes:  # a matrix (rows, width) transposed
             return dataclasses.replace(incoming, batch=incoming.width, width=incoming.batch)
+        if self.reshapes is not None:
+            return self.reshapes(params, incoming)
         spatial = None if incoming.spatial is None else self.out_spatial(params, incoming.spatial)
         return dataclasses.replace(incoming, width=self.out_features(params, incoming.width), spatial=spatial)
 

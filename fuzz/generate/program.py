@@ -17,18 +17,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from fuzz.generate.flow import VIEW_KINDS
 from fuzz.generate.kind import Incoming, is_int
 from fuzz.generate.layers import LAYER_KINDS
+
+VIEW_NAMES = frozenset(kind.name for kind in VIEW_KINDS)
 
 
 @dataclass(frozen=True)
 class Value:
     """A value of a program: its shape (``batch`` rows of ``width``), the value owning its storage (itself, unless
-    it is a view or an updated value) and the checkpoint it is made in (None outside checkpoints)."""
+    it is a view or an updated value), the checkpoint it is made in (None outside checkpoints), whether it is
+    contiguous (False where it may not be) and whether its elements may share memory (a view of an expand)."""
 
     shape: Incoming
     base: int
     region: int | None
+    contiguous: bool = True
+    overlapping: bool = False
 
 
 def reads_of(layer: Any, index: int) -> list[int]:
@@ -52,6 +58,8 @@ class _Flowing:
     def update_problem(self, reads: list[int], region: int | None) -> str | None:
         """Why eager would reject an in-place update of value ``reads[0]`` (adding ``reads[1]``) in ``region``."""
         target = self.values[reads[0]]
+        if target.overlapping:
+            return f"updates value {reads[0]}, whose elements share memory (a view of an expand: eager rejects it)"
         if target.base == 0:
             return "updates the network's input in place (a leaf that requires grad: eager rejects it)"
         if target.base in self.saved:
@@ -68,7 +76,11 @@ class _Flowing:
         """Append the value of ``layer``, which reads ``reads`` in ``region``."""
         kind, x = LAYER_KINDS[layer.kind], self.values[reads[0]]
         flow, shape = kind.flow, kind.output(layer.params, x.shape)
-        value = Value(shape, len(self.values) if flow is None or flow.fresh else x.base, region)
+        if flow is None or flow.fresh:
+            value = Value(shape, len(self.values), region)
+        else:  # a view of x, or x updated
+            contiguous = x.contiguous and (flow.contiguous is None or flow.contiguous(layer.params, x.shape))
+            value = Value(shape, x.base, region, contiguous, x.overlapping or flow.overlaps)
         if flow is None or flow.saves:  # a layer's backward may read what it read (conservatively: any layer's does)
             self.saved |= {self.values[read].base for read in reads}
         if flow is None or flow.saves_value:
@@ -82,16 +94,22 @@ def _walk(
     layers: Sequence[Any], checkpoints: Sequence[Any], incoming: Incoming, repair: bool
 ) -> tuple[list[Any], _Flowing, list[str]]:
     """Follow the values through ``layers``; returns the layers (with ``repair``, each update eager would reject turned
-    into its out-of-place twin), the values made and the problems found. Shapes and reads are assumed valid."""
+    into its out-of-place twin, its params kept), the values made and the problems found. Shapes and reads are
+    assumed valid."""
     flowing, layers, problems = _Flowing(incoming), list(layers), []
     for index, layer in enumerate(layers):
         reads, region = reads_of(layer, index), region_of(checkpoints, index)
         flow = LAYER_KINDS[layer.kind].flow
         if flow is not None and flow.updates and (problem := flowing.update_problem(reads, region)):
             if repair:
-                layers[index] = layer = replace(layer, kind=flow.twin, params={})
+                layers[index] = layer = replace(layer, kind=flow.twin)
             else:
                 problems.append(f"layers[{index}] ({layer.kind}): {problem}")
+        if flow is not None and flow.needs_contiguous and not flowing.values[reads[0]].contiguous:
+            problems.append(
+                f"layers[{index}] ({layer.kind}): value {reads[0]} may not be contiguous (eager's view of it fails, "
+                "a reshape copies it: a program's views need it contiguous)"
+            )
         flowing.add(layer, reads, region)
     return layers, flowing, problems
 
@@ -202,7 +220,18 @@ def flow_traits(spec: Any) -> list[str]:
             for i, base in zip(updates, bases, strict=True)
         ),
     }
-    return ["program", *(label for label, holds in present.items() if holds)]
+    views = sorted({layer.kind for layer in spec.layers if layer.kind in VIEW_NAMES})
+    catalog_updates = sorted({spec.layers[i].params["target"] for i in updates if "target" in spec.layers[i].params})
+    present["program update through a view"] = any(
+        made[spec.layers[i].reads[0]].base != spec.layers[i].reads[0] for i in updates
+    )
+    return [
+        "program",
+        *(label for label, holds in present.items() if holds),
+        *(f"program view {name}" for name in views),
+        *(["program catalog update"] if catalog_updates else []),
+        *(f"program catalog update {target}" for target in catalog_updates),
+    ]
 
 
 def ancestors(spec: Any, index: int) -> set[int]:

@@ -12,7 +12,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from fuzz.generate import program
+from fuzz.generate import axes, program
+from fuzz.generate.catalog_flow import update_calls
 from fuzz.generate.draws import (
     MAX_DIM,
     OP_KINDS,
@@ -24,15 +25,24 @@ from fuzz.generate.draws import (
     param_values,
     rarely,
 )
+from fuzz.generate.flow import VIEW_KINDS
 from fuzz.generate.kind import Incoming, LayerKind
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.op_catalog import OpCall
 from fuzz.generate.spec import DTYPES, LayerSpec, NetSpec
 
 MAX_NODES = 8
-# The data-flow kinds a program draws (`fuzz.generate.flow`) by family, each family as likely: copies, views,
-# arithmetic on two values, in-place updates.
-FLOW_FAMILIES = (("clone", "scale"), ("alias", "slice", "transpose"), ("add", "mul"), ("add_", "mul_", "sigmoid_"))
+# The data-flow kinds a program draws (`fuzz.generate.flow`) by family, each family as likely: copies, views (the
+# first three first: what a view shrinks to, then torch's other view ops), arithmetic on two values, in-place
+# updates, and in-place updates by the op catalog's calls (`fuzz.generate.catalog_flow`; last: shrinking goes
+# toward the first families).
+FLOW_FAMILIES = (
+    ("clone", "scale"),
+    ("alias", "slice", "transpose", *(kind.name for kind in VIEW_KINDS)),
+    ("add", "mul"),
+    ("add_", "mul_", "sigmoid_"),
+    ("update_op", "update_op2"),
+)
 
 
 def _earlier(draw: st.DrawFn, values: Sequence[int]) -> int:
@@ -48,6 +58,15 @@ def _partner(draw: st.DrawFn, kind: LayerKind, x: int, flowing: Sequence[program
     # Aliases of x last, the likeliest: two views of one tensor entering a checkpoint, or an update.
     partners.sort(key=lambda v: v != x and flowing[v].base == flowing[x].base)
     return _earlier(draw, partners)
+
+
+def _update_params(draw: st.DrawFn, calls: Sequence[Any]) -> dict[str, Any]:
+    """The params of an update by one of the op catalog's ``calls``: half the time one literal argument axis varied
+    (`fuzz.generate.axes`; shrinks to the sample call)."""
+    call = draw(st.sampled_from(calls))
+    if call.mutations and draw(st.booleans()):
+        return axes.mutated(call.params, draw(st.sampled_from(call.mutations)))
+    return call.params
 
 
 @st.composite
@@ -76,6 +95,13 @@ def _program_nodes(
         return [(layer, placement)], draw(st.integers(0, 3)) > 0
     kind = LAYER_KINDS[draw(st.sampled_from(draw(st.sampled_from(FLOW_FAMILIES))))]
     nodes, targets = [], every
+    if kind.flow.needs_contiguous:
+        targets = [v for v in every if flowing[v].contiguous]
+        kind = kind if targets else LAYER_KINDS["alias"]
+        targets = targets or every
+    calls = [c for c in update_calls() if c.kind == kind.name and incoming.dtype in c.dtypes]
+    if kind.flow.plain is not None and not calls:  # no catalog call runs in this dtype: today's update
+        kind = LAYER_KINDS[kind.flow.plain]
     ckpts = checkpoints_from_placements([*placements, placement], [*layers, LayerSpec(kind.name)])
     if kind.flow.updates:
         targets = program.updatable(layers, ckpts, incoming, program.region_of(ckpts, len(layers)))
@@ -95,8 +121,12 @@ def _program_nodes(
         nodes.append((LayerSpec("alias", reads=[x]), ("outside", None)))
         flowing = program.values([*layers, nodes[-1][0]], ckpts, incoming)
     reads = [x] if kind.flow.reads == 1 else [x, _partner(draw, kind, x, flowing)]
-    drawn = {p.name: draw(param_values(p, flowing[x].shape.width, max_dim)) for p in kind.params}
-    nodes.append((LayerSpec(kind.name, dict(kind.fit(drawn, flowing[x].shape)), reads=reads), placement))
+    if kind.flow.plain is not None:
+        params = _update_params(draw, calls)
+    else:
+        drawn = {p.name: draw(param_values(p, flowing[x].shape.width, max_dim)) for p in kind.params}
+        params = dict(kind.fit(drawn, flowing[x].shape))
+    nodes.append((LayerSpec(kind.name, params, reads=reads), placement))
     return nodes, draw(st.integers(0, 3)) > 0
 
 

@@ -334,6 +334,30 @@ def _known_issue_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _program_structure_lines(summary: dict[str, Any]) -> list[str]:
+    """The program family's view ops and catalog updates: valid examples with each, and those thunder fell back on."""
+    coverage, fell_back = summary["coverage"], summary.get("fell_back_coverage", {})
+
+    def cell(label: str) -> str:
+        return f"{coverage.get(label, 0)}/{fell_back.get(label, 0)}"
+
+    views = sorted(label for label in coverage if label.startswith("program view "))
+    updates = [label for label in coverage if label.startswith("program catalog update ")]
+    if not views and not updates:
+        return []
+    lines = [
+        "program views (examples/thunder fell back): "
+        + (", ".join(f"{label.removeprefix('program view ')} {cell(label)}" for label in views) or "none")
+    ]
+    if updates:
+        through = "program update through a view"
+        lines.append(
+            f"program catalog updates: {len(updates)} in-place ops in {cell('program catalog update')} examples"
+            + (f"; an update through a view in {cell(through)}" if through in coverage else "")
+        )
+    return lines
+
+
 def _coverage_lines(summary: dict[str, Any]) -> list[str]:
     """Model-zoo architectures and nested networks drawn, networks not run, the op family, items not reached."""
     lines: list[str] = []
@@ -342,6 +366,7 @@ def _coverage_lines(summary: dict[str, Any]) -> list[str]:
             lines.append(f"model-zoo examples per architecture: {', '.join(f'{a} {n}' for a, n in drawn.items())}")
     if nested := summary["coverage"].get(NESTED):
         lines.append(f"nested-checkpoint slice (nightly, shard 0, its own time limit per network): {nested} networks")
+    lines += _program_structure_lines(summary)
     if summary["discarded"]:
         lines.append(
             f"{summary['discarded']} drawn networks not run (a known issue they match takes minutes to fail: "

@@ -147,14 +147,20 @@ def _original_read_after_its_clone_is_updated(spec: NetSpec) -> bool:
     return len(spec.layers) <= 3 and "program original read after its clone's update" in program.flow_traits(spec)
 
 
+def _a_catalog_update_of_a_clone(spec: NetSpec) -> bool:
+    """A clone updated by one of the op catalog's in-place calls (not today's add_, mul_, sigmoid_), and nothing else."""
+    return [layer.kind for layer in spec.layers] in (["clone", "update_op"], ["clone", "update_op2"])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("fault", "minimal"),
     [
         ("checkpoint-aliased-inputs-x1.5", _views_of_one_tensor_enter_a_checkpoint),
         ("clone-update-leaks-to-original", _original_read_after_its_clone_is_updated),
+        ("catalog-updates-lost", _a_catalog_update_of_a_clone),
     ],
-    ids=["aliased-checkpoint-inputs", "clone-update-then-original-read"],
+    ids=["aliased-checkpoint-inputs", "clone-update-then-original-read", "catalog-update"],
 )
 def test_a_fault_only_a_program_reaches_is_found_and_shrunk_to_its_data_flow(tmp_path, fault, minimal):
     started = time.monotonic()
