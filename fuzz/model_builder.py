@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import io
+import itertools
 import linecache
 import re
 import tokenize
@@ -173,12 +174,37 @@ def _on(expression: str, names: list[str]) -> str:
     return expression
 
 
+# The ``with`` statement of each grad mode of a program's layers (`fuzz.generate.spec_parts.GRAD_MODES`).
+_GRAD_MODE_BLOCKS = {
+    "no_grad": "torch.no_grad()",
+    "enable_grad": "torch.enable_grad()",
+    "inference_mode": "torch.inference_mode()",
+    "autocast": f"torch.autocast(DEVICE, dtype=torch.{AUTOCAST_DTYPE})",
+}
+# What a grad-mode block's values become after it, as code that uses them later must write it: an inference tensor
+# cloned (eager rejects saving one for backward, or updating it, outside inference mode), an autocast value cast
+# back to the network's dtype (as a block autocast over part of a forward hands its values on).
+_AFTER_BLOCK = {"inference_mode": "{name}.clone()", "autocast": "{name}.to(DTYPE)"}
+
+
 def _node_lines(spec: NetSpec, span: range) -> list[str]:
-    """``v{k+1} = ...``: program layers ``span``, each on the values it reads."""
-    return [
-        f"v{i + 1} = {_on(_applied(spec, i), [f'v{read}' for read in program.reads_of(spec.layers[i], i)])}"
-        for i in span
-    ]
+    """``v{k+1} = ...``: program layers ``span``, each on the values it reads; consecutive layers under one grad mode
+    in one ``with`` block (`fuzz.generate.program.grad_blocks`)."""
+    blocks, lines = program.grad_blocks(spec.layers, spec.checkpoints), []
+    for block, run in itertools.groupby(span, key=lambda i: blocks[i]):
+        indexes = list(run)
+        body = [
+            f"v{i + 1} = {_on(_applied(spec, i), [f'v{read}' for read in program.reads_of(spec.layers[i], i)])}"
+            for i in indexes
+        ]
+        if block is None:
+            lines += body
+            continue
+        mode = spec.layers[block].grad_mode
+        lines += [f"with {_GRAD_MODE_BLOCKS[mode]}:", *(_INDENT + line for line in body)]
+        if mode in _AFTER_BLOCK:
+            lines += [f"v{i + 1} = {_AFTER_BLOCK[mode].format(name=f'v{i + 1}')}" for i in indexes]
+    return lines
 
 
 def _with_scale(lines: list[str]) -> list[str]:
@@ -199,8 +225,9 @@ def _program_forward_and_methods(spec: NetSpec, checkpointing: bool) -> list[str
     while index < len(spec.layers):
         number, ckpt = regions.get(index, (None, None))
         if ckpt is None:
-            forward += _node_lines(spec, range(index, index + 1))
-            index += 1
+            stop = min([start for start in regions if start > index], default=len(spec.layers))
+            forward += _node_lines(spec, range(index, stop))
+            index = stop
             continue
         inputs, outputs = program.region_inputs(spec, number), program.region_outputs(spec, number)
         body = _node_lines(spec, range(ckpt.start, ckpt.stop))

@@ -296,6 +296,25 @@ def _catalog_updates_lost_faulty(checkpoint_converter):
     return faulty
 
 
+def _no_grad_regions_tracked_faulty(checkpoint_converter):
+    """thunderfx's preparation of each region it hands to thunder, followed by a fault: every switch of grad mode
+    (``torch._C._set_grad_enabled``, what dynamo makes of ``with torch.no_grad()``) is dropped, inside checkpoints
+    and out, so a no_grad region's values are tracked for grad as if it were not there."""
+
+    def faulty(gm, region):
+        checkpoint_converter(gm, region)
+        for module in _graphs(gm, region):
+            for node in list(module.graph.nodes):
+                switch = node.target is torch._C._set_grad_enabled or (  # (the converter's thunder symbol for it)
+                    getattr(node.target, "name", None) == "_set_grad_enabled_with_warning"
+                )
+                if node.op == "call_function" and switch and not node.users:
+                    module.graph.erase_node(node)
+            module.recompile()
+
+    return faulty
+
+
 class _StaleParameters(torch.nn.Module):
     """A region thunder compiled that, from its second call on, computes with the parameter values of its first call
     (their gradients still flow): a compiled function that keeps stale state between training steps."""
@@ -428,6 +447,8 @@ PATCHES = {
     "clone-update-leaks-to-original": (thunder.dynamo.splitter, "checkpoint_converter", _clone_update_leaks_faulty),
     # Only an in-place update by one of the op catalog's methods (a program's update_op nodes), inside or out.
     "catalog-updates-lost": (thunder.dynamo.splitter, "checkpoint_converter", _catalog_updates_lost_faulty),
+    # Only a program's no_grad region (a layer under grad_mode no_grad), inside checkpoints or out.
+    "no-grad-regions-tracked": (thunder.dynamo.splitter, "checkpoint_converter", _no_grad_regions_tracked_faulty),
     # Only from a compiled function's second call on: training steps (one forward and backward never calls it twice).
     "stale-parameters-from-second-step": (thunder.dynamo.compiler, "_splitter", _stale_parameters_faulty),
     # Only the memory contract: the values and gradients are right, each region's intermediates saved for backward.

@@ -5,9 +5,9 @@ expression of ``x`` and ``y`` (the values it reads) and of ``scale``, the float 
 regions that take one (0.5 elsewhere). Never drawn for a layer stack: they are nodes of programs only.
 
 `VIEW_KINDS`: torch's view ops (`view`, `reshape`, `narrow`, `select`, `diagonal`, `expand`, `permute`, `unflatten`,
-`split`, `chunk`, `as_strided`), each written to give a matrix again (a `select` unsqueezed, an `unflatten`'s first
-column), so a view of a program's value is a value like any other. The op catalog's in-place calls are
-`fuzz.generate.catalog_flow`'s.
+`split`, `chunk`, `as_strided`, and `detach`: a view that needs no grad), each written to give a matrix again (a
+`select` unsqueezed, an `unflatten`'s first column), so a view of a program's value is a value like any other. The
+op catalog's in-place calls are `fuzz.generate.catalog_flow`'s.
 """
 
 from __future__ import annotations
@@ -185,6 +185,7 @@ VIEW_KINDS = (
         lambda p, i: p["cols"] == i.width,
         needs_contiguous=True,
     ),
+    _view_kind("detach", lambda p, w: "x.detach()", (), lambda p, i: i, detaches=True),
 )  # fmt: skip
 
 

@@ -84,7 +84,7 @@ class Flow:
     ``needs_contiguous``: ``x`` must be contiguous (``view``, ``as_strided``; a ``reshape`` of it would copy);
     ``overlaps``: elements of it share memory (an expand: eager rejects updating it). ``plain``: the kind of today's
     three data-flow updates a node of the op catalog's stands for when reduction tries the simplest network
-    (`fuzz.generate.reduce`).
+    (`fuzz.generate.reduce`). ``detaches``: its value never requires grad (a ``detach``).
     """
 
     reads: int = 1
@@ -97,6 +97,7 @@ class Flow:
     needs_contiguous: bool = False
     overlaps: bool = False
     plain: str | None = None
+    detaches: bool = False
 
 
 @dataclass(frozen=True)

@@ -28,13 +28,16 @@ VIEW_NAMES = frozenset(kind.name for kind in VIEW_KINDS)
 class Value:
     """A value of a program: its shape (``batch`` rows of ``width``), the value owning its storage (itself, unless
     it is a view or an updated value), the checkpoint it is made in (None outside checkpoints), whether it is
-    contiguous (False where it may not be) and whether its elements may share memory (a view of an expand)."""
+    contiguous (False where it may not be), whether its elements may share memory (a view of an expand), whether it
+    requires grad and the grad-mode region it is made in (`grad_blocks`; None: under the network's own mode)."""
 
     shape: Incoming
     base: int
     region: int | None
     contiguous: bool = True
     overlapping: bool = False
+    requires_grad: bool = True
+    block: int | None = None
 
 
 def reads_of(layer: Any, index: int) -> list[int]:
@@ -47,17 +50,48 @@ def region_of(checkpoints: Sequence[Any], index: int) -> int | None:
     return next((number for number, c in enumerate(checkpoints) if c.start <= index < c.stop), None)
 
 
+def grad_blocks(layers: Sequence[Any], checkpoints: Sequence[Any]) -> list[int | None]:
+    """Each layer's grad-mode region: the first layer of the run of consecutive layers under its ``grad_mode`` in
+    one checkpoint (or outside them), which the source writes as one ``with`` block; None for a layer without one."""
+    blocks: list[int | None] = []
+    for index, layer in enumerate(layers):
+        mode = getattr(layer, "grad_mode", None)
+        joins = (
+            index > 0
+            and mode is not None
+            and layers[index - 1].grad_mode == mode
+            and region_of(checkpoints, index - 1) == region_of(checkpoints, index)
+        )
+        blocks.append(None if mode is None else blocks[-1] if joins else index)
+    return blocks
+
+
+# Grad modes under which nothing a layer makes requires grad.
+_NO_GRAD_MODES = ("no_grad", "inference_mode")
+
+
 class _Flowing:
     """The values made so far, and what eager's rules on in-place updates need to know about them."""
 
-    def __init__(self, incoming: Incoming) -> None:
+    def __init__(self, incoming: Incoming, modes: dict[int, str] | None = None) -> None:
         self.values = [Value(incoming, 0, None)]
+        self.modes = modes or {}  # grad-mode region (its first layer) -> its mode
         self.saved: set[int] = set()  # bases some layer saved for backward
         self.read_by_region: set[int] = set()  # bases some checkpoint took as an input
 
-    def update_problem(self, reads: list[int], region: int | None) -> str | None:
-        """Why eager would reject an in-place update of value ``reads[0]`` (adding ``reads[1]``) in ``region``."""
+    def update_problem(
+        self, reads: list[int], region: int | None, block: int | None = None, saves: bool = False
+    ) -> str | None:
+        """Why eager would reject an in-place update of value ``reads[0]`` (by ``reads[1]``) in ``region`` and
+        grad-mode region ``block``; ``saves``: the update saves what it reads for backward."""
         target = self.values[reads[0]]
+        if block is not None and self.modes[block] == "autocast":
+            return "updates a value in place under autocast (the values' dtypes are autocast's: eager may reject it)"
+        if target.block != block or self.values[target.base].block != block:
+            return (
+                f"updates value {reads[0]}, made under another grad mode, in place (eager rejects updating a view "
+                "made in no_grad with grad on, and an inference tensor outside inference mode)"
+            )
         if target.overlapping:
             return f"updates value {reads[0]}, whose elements share memory (a view of an expand: eager rejects it)"
         if target.base == 0:
@@ -70,17 +104,24 @@ class _Flowing:
             return f"updates value {reads[0]} in place after a checkpoint took it (its recomputation would differ)"
         if len(reads) > 1 and reads[1] != reads[0] and self.values[reads[1]].base == target.base:
             return f"adds value {reads[1]} to value {reads[0]} in place, which share memory (eager rejects it)"
+        if len(reads) > 1 and reads[1] == reads[0] and saves:
+            return f"updates value {reads[0]} in place from itself by a call whose backward reads both (eager's fails)"
         return None
 
-    def add(self, layer: Any, reads: list[int], region: int | None) -> None:
-        """Append the value of ``layer``, which reads ``reads`` in ``region``."""
+    def add(self, layer: Any, reads: list[int], region: int | None, block: int | None = None) -> None:
+        """Append the value of ``layer``, which reads ``reads`` in ``region`` and grad-mode region ``block``."""
         kind, x = LAYER_KINDS[layer.kind], self.values[reads[0]]
         flow, shape = kind.flow, kind.output(layer.params, x.shape)
+        requires_grad = self.modes.get(block) not in _NO_GRAD_MODES and (
+            any(self.values[read].requires_grad for read in reads)
+            or (flow is None and kind.trainable(layer.params) and not layer.frozen)
+        )
         if flow is None or flow.fresh:
-            value = Value(shape, len(self.values), region)
+            value = Value(shape, len(self.values), region, requires_grad=requires_grad, block=block)
         else:  # a view of x, or x updated
             contiguous = x.contiguous and (flow.contiguous is None or flow.contiguous(layer.params, x.shape))
-            value = Value(shape, x.base, region, contiguous, x.overlapping or flow.overlaps)
+            overlapping, requires_grad = x.overlapping or flow.overlaps, requires_grad and not flow.detaches
+            value = Value(shape, x.base, region, contiguous, overlapping, requires_grad, block)
         if flow is None or flow.saves:  # a layer's backward may read what it read (conservatively: any layer's does)
             self.saved |= {self.values[read].base for read in reads}
         if flow is None or flow.saves_value:
@@ -96,11 +137,13 @@ def _walk(
     """Follow the values through ``layers``; returns the layers (with ``repair``, each update eager would reject turned
     into its out-of-place twin, its params kept), the values made and the problems found. Shapes and reads are
     assumed valid."""
-    flowing, layers, problems = _Flowing(incoming), list(layers), []
+    blocks = grad_blocks(layers, checkpoints)
+    modes = {block: layers[block].grad_mode for block in blocks if block is not None}
+    flowing, layers, problems = _Flowing(incoming, modes), list(layers), []
     for index, layer in enumerate(layers):
-        reads, region = reads_of(layer, index), region_of(checkpoints, index)
+        reads, region, block = reads_of(layer, index), region_of(checkpoints, index), blocks[index]
         flow = LAYER_KINDS[layer.kind].flow
-        if flow is not None and flow.updates and (problem := flowing.update_problem(reads, region)):
+        if flow is not None and flow.updates and (problem := flowing.update_problem(reads, region, block, flow.saves)):
             if repair:
                 layers[index] = layer = replace(layer, kind=flow.twin)
             else:
@@ -110,13 +153,20 @@ def _walk(
                 f"layers[{index}] ({layer.kind}): value {reads[0]} may not be contiguous (eager's view of it fails, "
                 "a reshape copies it: a program's views need it contiguous)"
             )
-        flowing.add(layer, reads, region)
+        flowing.add(layer, reads, region, block)
     return layers, flowing, problems
 
 
 def values(layers: Sequence[Any], checkpoints: Sequence[Any], incoming: Incoming) -> list[Value]:
     """Every value of a program: its input, then each layer's output."""
     return _walk(layers, checkpoints, incoming, repair=False)[1].values
+
+
+def an_output_requires_grad(spec: Any) -> bool:
+    """Whether some value the program returns requires grad (its input does; a value made under no_grad or
+    inference_mode, or detached, does not)."""
+    made = values(spec.layers, spec.checkpoints, spec._input())
+    return any(made[value].requires_grad for value in outputs_of(spec))
 
 
 def update_problems(layers: Sequence[Any], checkpoints: Sequence[Any], incoming: Incoming) -> list[str]:
@@ -130,7 +180,8 @@ def repaired(layers: Sequence[Any], checkpoints: Sequence[Any], incoming: Incomi
 
 
 def updatable(layers: Sequence[Any], checkpoints: Sequence[Any], incoming: Incoming, region: int | None) -> list[int]:
-    """The values that a next layer, in checkpoint ``region`` (None: outside), may update in place."""
+    """The values that a next layer, in checkpoint ``region`` (None: outside) and under the network's grad mode,
+    may update in place."""
     flowing = _walk(layers, checkpoints, incoming, repair=False)[1]
     return [value for value in range(len(flowing.values)) if flowing.update_problem([value], region) is None]
 
@@ -225,9 +276,20 @@ def flow_traits(spec: Any) -> list[str]:
     present["program update through a view"] = any(
         made[spec.layers[i].reads[0]].base != spec.layers[i].reads[0] for i in updates
     )
+    modes = sorted({layer.grad_mode for layer in spec.layers if layer.grad_mode})
+    modes_in_checkpoints = sorted(
+        {
+            layer.grad_mode
+            for i, layer in enumerate(spec.layers)
+            if layer.grad_mode and region_of(spec.checkpoints, i) is not None
+        }
+    )
+    present["program output needing no grad"] = not all(made[value].requires_grad for value in outputs_of(spec))
     return [
         "program",
         *(label for label, holds in present.items() if holds),
+        *(f"program grad mode {mode}" for mode in modes),
+        *(f"program grad mode {mode} in a checkpoint" for mode in modes_in_checkpoints),
         *(f"program view {name}" for name in views),
         *(["program catalog update"] if catalog_updates else []),
         *(f"program catalog update {target}" for target in catalog_updates),

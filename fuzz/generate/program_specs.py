@@ -30,6 +30,7 @@ from fuzz.generate.kind import Incoming, LayerKind
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.op_catalog import OpCall
 from fuzz.generate.spec import DTYPES, LayerSpec, NetSpec
+from fuzz.generate.spec_parts import GRAD_MODES
 
 MAX_NODES = 8
 # The data-flow kinds a program draws (`fuzz.generate.flow`) by family, each family as likely: copies, views (the
@@ -53,8 +54,9 @@ def _earlier(draw: st.DrawFn, values: Sequence[int]) -> int:
 def _partner(draw: st.DrawFn, kind: LayerKind, x: int, flowing: Sequence[program.Value]) -> int:
     """The second value a two-value kind reads beside ``x``: one of its shape (for an update, not overlapping it)."""
     partners = [v for v in range(len(flowing)) if flowing[v].shape == flowing[x].shape]
-    if kind.flow.updates:  # eager rejects an update from an overlapping tensor
-        partners = [v for v in partners if v == x or flowing[v].base != flowing[x].base]
+    if kind.flow.updates:  # eager rejects an update from an overlapping tensor (from itself too, if it saves them)
+        partners = [v for v in partners if (v == x and not kind.flow.saves) or flowing[v].base != flowing[x].base]
+        partners = partners or [x]  # (repaired into its out-of-place twin)
     # Aliases of x last, the likeliest: two views of one tensor entering a checkpoint, or an update.
     partners.sort(key=lambda v: v != x and flowing[v].base == flowing[x].base)
     return _earlier(draw, partners)
@@ -130,6 +132,15 @@ def _program_nodes(
     return nodes, draw(st.integers(0, 3)) > 0
 
 
+def _grad_mode(draw: st.DrawFn, previous: str | None, dtype: str) -> str | None:
+    """A node's grad mode: its predecessor's half the time (a region goes on), else a new one about one time in six,
+    else None (what it shrinks to); autocast in float32 networks only."""
+    if previous is not None and draw(st.booleans()):
+        return previous
+    modes = [mode for mode in GRAD_MODES if mode != "autocast" or dtype == "float32"]
+    return draw(st.sampled_from(modes)) if rarely(draw) else None
+
+
 @st.composite
 def program_specs(
     draw: st.DrawFn,
@@ -161,7 +172,8 @@ def program_specs(
     more = True
     while more and len(placed) < max_nodes:
         nodes, more = draw(_program_nodes(usable, placed, incoming, max_dim, op_calls))
-        placed += nodes
+        mode = _grad_mode(draw, placed[-1][0].grad_mode if placed else None, dtype)
+        placed += [(replace(layer, grad_mode=mode), placement) for layer, placement in nodes]
     layers = [layer for layer, _ in placed]
     checkpoints = [
         replace(ckpt, api="checkpoint", nested=False, segments=1)
@@ -169,7 +181,7 @@ def program_specs(
     ]
     extra = draw(st.lists(st.integers(0, len(layers) - 1), max_size=2, unique=True))
     outputs = [len(layers), *(len(layers) - 1 - distance for distance in extra)]
-    return NetSpec(
+    spec = NetSpec(
         features=incoming.width,
         layers=program.repaired(layers, checkpoints, incoming),
         checkpoints=checkpoints,
@@ -179,3 +191,5 @@ def program_specs(
         seed=draw(st.integers(0, 2**16)),
         outputs=outputs,
     )
+    # Every output made under no_grad or detached: the input returned too, so that backward has a graph.
+    return spec if program.an_output_requires_grad(spec) else replace(spec, outputs=[*outputs, 0])

@@ -169,6 +169,13 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
     for index, layer in enumerate(spec.layers):
         if "mutation" in layer.params:
             yield _with_layer(spec, index, replace(layer, params=axes.reverted(layer.params)))
+    # A grad-mode region dropped before any layer inside it (its layers then run under the network's own mode).
+    blocks = program.grad_blocks(spec.layers, spec.checkpoints)
+    for block in dict.fromkeys(block for block in blocks if block is not None):
+        layers = [
+            replace(layer, grad_mode=None) if blocks[i] == block else layer for i, layer in enumerate(spec.layers)
+        ]
+        yield replace(spec, layers=layers)
     for index in range(len(spec.layers)):
         yield _without_layer(spec, index)
     for index in range(len(spec.checkpoints)):

@@ -20,6 +20,7 @@ from fuzz.generate.spec_parts import (
     AUTOCAST_REGIONS,
     DEVICES,
     DTYPES,
+    GRAD_MODES,
     INPUTS,
     MAX_TRAINING_STEPS,
     OPTIMIZERS,
@@ -139,7 +140,10 @@ class NetSpec:
         """The spec as JSON-ready data; a stack leaves out the program fields and a spec without training steps the
         training field (their JSON is as before programs and training)."""
         data = {key: value for key, value in asdict(self).items() if value is not None or key not in _OPTIONAL}
-        data["layers"] = [{k: v for k, v in layer.items() if v is not None or k != "reads"} for layer in data["layers"]]
+        data["layers"] = [
+            {k: v for k, v in layer.items() if v is not None or k not in ("reads", "grad_mode")}
+            for layer in data["layers"]
+        ]
         return data
 
     def to_json(self) -> str:
@@ -288,6 +292,11 @@ def _validate_layers(spec: NetSpec) -> None:
         previous_stop = ckpt.stop
     for problem in program.update_problems(spec.layers, spec.checkpoints, spec._input()) if spec.is_program else ():
         raise SpecError(problem)
+    if spec.is_program and spec.input_requires_grad and not program.an_output_requires_grad(spec):
+        raise SpecError(
+            "no output requires grad (each is made under no_grad or inference_mode, or detached): eager's backward "
+            "fails; return a value that requires grad too"
+        )
 
 
 def _validated_layer(spec: NetSpec, index: int, shapes: Sequence[Incoming]) -> Incoming:
@@ -301,6 +310,16 @@ def _validated_layer(spec: NetSpec, index: int, shapes: Sequence[Incoming]) -> I
             raise SpecError(problem)
     else:
         _require(kind.flow is None, f"layers[{index}] ({layer.kind}): a data-flow kind needs a program (reads)")
+    _require(
+        layer.grad_mode is None or (spec.is_program and layer.grad_mode in GRAD_MODES),
+        f"layers[{index}] ({layer.kind}): grad_mode must be null, or in a program one of {', '.join(GRAD_MODES)}; "
+        f"got {layer.grad_mode!r}",
+    )
+    _require(
+        layer.grad_mode != "autocast" or spec.dtype == "float32",
+        f"layers[{index}] ({layer.kind}): grad_mode autocast needs a float32 network, got {spec.dtype} (CPU autocast "
+        "rejects casting other dtypes)",
+    )
     incoming = shapes[program.reads_of(layer, index)[0]]
     width = incoming.width
     _require(

@@ -18,6 +18,9 @@ DETERMINISM_CHECKS = ("default", "none")
 # Where autocast (to AUTOCAST_DTYPE) is on: nowhere, around the whole forward, inside each checkpointed function.
 AUTOCAST_REGIONS = (None, "forward", "checkpoints")
 AUTOCAST_DTYPE = "bfloat16"
+# The grad modes a program's layer may run under (`LayerSpec.grad_mode`), simplest first: consecutive layers under
+# one mode (in one checkpoint or outside) are one ``with`` region of the network's source.
+GRAD_MODES = ("no_grad", "enable_grad", "inference_mode", "autocast")
 # How the input and the backward cotangent are made: drawn from the seed, or all ones (token 1
 # for an embedding input; a cotangent of ones is `out.sum().backward()`), as thunder's
 # test_checkpointing_thunderfx does.
@@ -37,12 +40,14 @@ class LayerSpec:
 
     ``reads``: in a program (`fuzz.generate.program`), the values it reads (0 the network's input, ``k`` layer
     ``k - 1``'s output); None in a layer stack, where each layer reads its predecessor's output.
+    ``grad_mode``: in a program, one of `GRAD_MODES` the layer runs under (None: the network's own).
     """
 
     kind: str
     params: dict[str, Any] = field(default_factory=dict)
     frozen: bool = False
     reads: list[int] | None = None
+    grad_mode: str | None = None
 
 
 @dataclass

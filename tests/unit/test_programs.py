@@ -148,8 +148,15 @@ def _original_read_after_its_clone_is_updated(spec: NetSpec) -> bool:
 
 
 def _a_catalog_update_of_a_clone(spec: NetSpec) -> bool:
-    """A clone updated by one of the op catalog's in-place calls (not today's add_, mul_, sigmoid_), and nothing else."""
-    return [layer.kind for layer in spec.layers] in (["clone", "update_op"], ["clone", "update_op2"])
+    """A clone updated by one of the op catalog's in-place calls (not today's add_, mul_, sigmoid_), after at most one
+    layer (what makes the values the update changes: `abs_` of a positive input is no update)."""
+    kinds = [layer.kind for layer in spec.layers]
+    return len(kinds) <= 3 and kinds[-2:] in (["clone", "update_op"], ["clone", "update_op2"])
+
+
+def _a_no_grad_region(spec: NetSpec) -> bool:
+    """A region under no_grad of at most two layers, and nothing else."""
+    return len(spec.layers) <= 2 and all(layer.grad_mode == "no_grad" for layer in spec.layers)
 
 
 @pytest.mark.slow
@@ -159,8 +166,9 @@ def _a_catalog_update_of_a_clone(spec: NetSpec) -> bool:
         ("checkpoint-aliased-inputs-x1.5", _views_of_one_tensor_enter_a_checkpoint),
         ("clone-update-leaks-to-original", _original_read_after_its_clone_is_updated),
         ("catalog-updates-lost", _a_catalog_update_of_a_clone),
+        ("no-grad-regions-tracked", _a_no_grad_region),
     ],
-    ids=["aliased-checkpoint-inputs", "clone-update-then-original-read", "catalog-update"],
+    ids=["aliased-checkpoint-inputs", "clone-update-then-original-read", "catalog-update", "no-grad-region"],
 )
 def test_a_fault_only_a_program_reaches_is_found_and_shrunk_to_its_data_flow(tmp_path, fault, minimal):
     started = time.monotonic()
