@@ -335,25 +335,30 @@ def _known_issue_lines(summary: dict[str, Any]) -> list[str]:
 
 
 def _program_structure_lines(summary: dict[str, Any]) -> list[str]:
-    """The program family's view ops and catalog updates: valid examples with each, and those thunder fell back on."""
+    """The program family's view ops, catalog updates and grad modes: valid examples with each, and those thunder fell
+    back on."""
     coverage, fell_back = summary["coverage"], summary.get("fell_back_coverage", {})
+
+    def cells(prefix: str) -> str:
+        labels = sorted(label for label in coverage if label.startswith(prefix))
+        return ", ".join(
+            f"{label.removeprefix(prefix)} {coverage[label]}/{fell_back.get(label, 0)}" for label in labels
+        )
 
     def cell(label: str) -> str:
         return f"{coverage.get(label, 0)}/{fell_back.get(label, 0)}"
 
-    views = sorted(label for label in coverage if label.startswith("program view "))
-    updates = [label for label in coverage if label.startswith("program catalog update ")]
-    if not views and not updates:
-        return []
-    lines = [
-        "program views (examples/thunder fell back): "
-        + (", ".join(f"{label.removeprefix('program view ')} {cell(label)}" for label in views) or "none")
-    ]
-    if updates:
-        through = "program update through a view"
+    lines = []
+    if views := cells("program view "):
+        lines.append(f"program views (examples/thunder fell back): {views}")
+    if updates := [label for label in coverage if label.startswith("program catalog update ")]:
         lines.append(
-            f"program catalog updates: {len(updates)} in-place ops in {cell('program catalog update')} examples"
-            + (f"; an update through a view in {cell(through)}" if through in coverage else "")
+            f"program catalog updates: {len(updates)} in-place ops in {cell('program catalog update')} examples; "
+            f"an update through a view in {cell('program update through a view')}"
+        )
+    if modes := cells("program grad mode "):
+        lines.append(
+            f"program grad modes: {modes}; an output needing no grad in {cell('program output needing no grad')}"
         )
     return lines
 
