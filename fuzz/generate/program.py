@@ -38,6 +38,7 @@ class Value:
     overlapping: bool = False
     requires_grad: bool = True
     block: int | None = None
+    view_blocks: frozenset[int | None] = frozenset({None})  # the grad-mode regions of it and each view it is of
 
 
 def reads_of(layer: Any, index: int) -> list[int]:
@@ -87,7 +88,7 @@ class _Flowing:
         target = self.values[reads[0]]
         if block is not None and self.modes[block] == "autocast":
             return "updates a value in place under autocast (the values' dtypes are autocast's: eager may reject it)"
-        if target.block != block or self.values[target.base].block != block:
+        if target.view_blocks != {block}:
             return (
                 f"updates value {reads[0]}, made under another grad mode, in place (eager rejects updating a view "
                 "made in no_grad with grad on, and an inference tensor outside inference mode)"
@@ -117,11 +118,11 @@ class _Flowing:
             or (flow is None and kind.trainable(layer.params) and not layer.frozen)
         )
         if flow is None or flow.fresh:
-            value = Value(shape, len(self.values), region, requires_grad=requires_grad, block=block)
+            value = Value(shape, len(self.values), region, True, False, requires_grad, block, frozenset({block}))
         else:  # a view of x, or x updated
             contiguous = x.contiguous and (flow.contiguous is None or flow.contiguous(layer.params, x.shape))
             overlapping, requires_grad = x.overlapping or flow.overlaps, requires_grad and not flow.detaches
-            value = Value(shape, x.base, region, contiguous, overlapping, requires_grad, block)
+            value = Value(shape, x.base, region, contiguous, overlapping, requires_grad, block, x.view_blocks | {block})
         if flow is None or flow.saves:  # a layer's backward may read what it read (conservatively: any layer's does)
             self.saved |= {self.values[read].base for read in reads}
         if flow is None or flow.saves_value:
@@ -160,6 +161,18 @@ def _walk(
 def values(layers: Sequence[Any], checkpoints: Sequence[Any], incoming: Incoming) -> list[Value]:
     """Every value of a program: its input, then each layer's output."""
     return _walk(layers, checkpoints, incoming, repair=False)[1].values
+
+
+def inference_in_selective(layers: Sequence[Any], checkpoints: Sequence[Any]) -> list[int]:
+    """The layers under inference_mode inside a selective checkpoint: its policy saves what they make, which eager
+    rejects ("Inference tensors do not track version counter")."""
+    return [
+        index
+        for index, layer in enumerate(layers)
+        if layer.grad_mode == "inference_mode"
+        and (number := region_of(checkpoints, index)) is not None
+        and checkpoints[number].selective
+    ]
 
 
 def an_output_requires_grad(spec: Any) -> bool:

@@ -181,6 +181,8 @@ def program_specs(
     ]
     extra = draw(st.lists(st.integers(0, len(layers) - 1), max_size=2, unique=True))
     outputs = [len(layers), *(len(layers) - 1 - distance for distance in extra)]
+    inside_selective = program.inference_in_selective(layers, checkpoints)
+    layers = [replace(layer, grad_mode=None) if i in inside_selective else layer for i, layer in enumerate(layers)]
     spec = NetSpec(
         features=incoming.width,
         layers=program.repaired(layers, checkpoints, incoming),

@@ -292,6 +292,11 @@ def _validate_layers(spec: NetSpec) -> None:
         previous_stop = ckpt.stop
     for problem in program.update_problems(spec.layers, spec.checkpoints, spec._input()) if spec.is_program else ():
         raise SpecError(problem)
+    for index in program.inference_in_selective(spec.layers, spec.checkpoints) if spec.is_program else ():
+        raise SpecError(
+            f"layers[{index}] ({spec.layers[index].kind}): grad_mode inference_mode inside a selective checkpoint "
+            "(its policy saves what the layer makes: eager rejects saving an inference tensor)"
+        )
     if spec.is_program and spec.input_requires_grad and not program.an_output_requires_grad(spec):
         raise SpecError(
             "no output requires grad (each is made under no_grad or inference_mode, or detached): eager's backward "

@@ -63,15 +63,25 @@ def test_consecutive_layers_under_one_mode_are_one_with_block_split_at_a_checkpo
                      LayerSpec("alias", reads=[1], grad_mode="no_grad"), LayerSpec("mul_", reads=[2])),
             "made under another grad mode, in place",
         ),
+        (
+            _program(LayerSpec("clone", reads=[0]), LayerSpec("alias", reads=[1], grad_mode="no_grad"),
+                     LayerSpec("alias", reads=[2]), LayerSpec("mul_", reads=[3])),
+            "made under another grad mode, in place",
+        ),
         (_program(LayerSpec("clone", reads=[0]), LayerSpec("mul_", reads=[1], grad_mode="autocast")), "under autocast"),
         (_program(LayerSpec("tanh", reads=[0], grad_mode="autocast"), dtype="float64"), "needs a float32 network"),
         (_program(LayerSpec("tanh", reads=[0], grad_mode="no_grad")), "no output requires grad"),
         (_program(LayerSpec("detach", reads=[0])), "no output requires grad"),
         (_program(LayerSpec("tanh", reads=[0], grad_mode="eval")), "grad_mode must be null"),
+        (
+            _program(LayerSpec("linear", {"out_features": 3, "bias": True}, reads=[0], grad_mode="inference_mode"),
+                     LayerSpec("mul", reads=[1, 0]), checkpoints=[CheckpointSpec(0, 1, selective=True)]),
+            "inference_mode inside a selective checkpoint",
+        ),
         (NetSpec(features=2, layers=[LayerSpec("tanh", grad_mode="no_grad")]), "grad_mode must be null"),
     ],
-    ids=["update-in-no-grad", "view-made-in-no-grad-updated", "autocast-update", "autocast-float64",
-         "no-output-needs-grad", "detached-output", "unknown-mode", "stack"],
+    ids=["update-in-no-grad", "view-made-in-no-grad-updated", "view-of-a-no-grad-view-updated", "autocast-update",
+         "autocast-float64", "no-output-needs-grad", "detached-output", "unknown-mode", "inference-in-selective", "stack"],
 )  # fmt: skip
 def test_what_eager_rejects_across_grad_modes_is_not_a_valid_program(spec, problem):
     with pytest.raises(SpecError, match=re.escape(problem)):
