@@ -81,7 +81,8 @@ def test_consecutive_layers_under_one_mode_are_one_with_block_split_at_a_checkpo
         (NetSpec(features=2, layers=[LayerSpec("tanh", grad_mode="no_grad")]), "grad_mode must be null"),
     ],
     ids=["update-in-no-grad", "view-made-in-no-grad-updated", "view-of-a-no-grad-view-updated", "autocast-update",
-         "autocast-float64", "no-output-needs-grad", "detached-output", "unknown-mode", "inference-in-selective", "stack"],
+         "autocast-float64", "no-output-needs-grad", "detached-output", "unknown-mode", "inference-in-selective",
+         "stack"],
 )  # fmt: skip
 def test_what_eager_rejects_across_grad_modes_is_not_a_valid_program(spec, problem):
     with pytest.raises(SpecError, match=re.escape(problem)):
