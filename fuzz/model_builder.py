@@ -183,8 +183,9 @@ _GRAD_MODE_BLOCKS = {
 }
 # What a grad-mode block's values become after it, as code that uses them later must write it: an inference tensor
 # cloned (eager rejects saving one for backward, or updating it, outside inference mode), an autocast value cast
-# back to the network's dtype (as a block autocast over part of a forward hands its values on).
-_AFTER_BLOCK = {"inference_mode": "{name}.clone()", "autocast": "{name}.to(DTYPE)"}
+# back to the dtype of what entered the block (as a block autocast over part of a forward hands its values on; the
+# network's dtype, float64 in the oracle's reference run).
+_AFTER_BLOCK = {"inference_mode": "{name}.clone()", "autocast": "{name}.to({entered}.dtype)"}
 
 
 def _node_lines(spec: NetSpec, span: range) -> list[str]:
@@ -203,7 +204,8 @@ def _node_lines(spec: NetSpec, span: range) -> list[str]:
         mode = spec.layers[block].grad_mode
         lines += [f"with {_GRAD_MODE_BLOCKS[mode]}:", *(_INDENT + line for line in body)]
         if mode in _AFTER_BLOCK:
-            lines += [f"v{i + 1} = {_AFTER_BLOCK[mode].format(name=f'v{i + 1}')}" for i in indexes]
+            entered = f"v{program.reads_of(spec.layers[indexes[0]], indexes[0])[0]}"
+            lines += [f"v{i + 1} = {_AFTER_BLOCK[mode].format(name=f'v{i + 1}', entered=entered)}" for i in indexes]
     return lines
 
 

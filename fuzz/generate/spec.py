@@ -113,10 +113,12 @@ class NetSpec:
 
     @property
     def precision(self) -> str:
-        """The narrowest dtype it computes in: `AUTOCAST_DTYPE` under autocast; float32 for a float64 zoo model
-        (transformers computes its norms, rotary embeddings and attention softmax in float32); else ``dtype``."""
+        """The narrowest dtype it computes in: `AUTOCAST_DTYPE` under autocast (a program's autocast region too);
+        float32 for a float64 zoo model (transformers computes its norms, rotary embeddings and attention softmax in
+        float32); else ``dtype``."""
         zoo_float64 = self.model is not None and self.dtype == "float64"
-        return AUTOCAST_DTYPE if self.autocast else "float32" if zoo_float64 else self.dtype
+        autocast = self.autocast or any(layer.grad_mode == "autocast" for layer in self.layers)
+        return AUTOCAST_DTYPE if autocast else "float32" if zoo_float64 else self.dtype
 
     @property
     def random(self) -> bool:

@@ -16,6 +16,7 @@ from fuzz.generate import program
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.reduce import without_layers
 from fuzz.generate.spec import LayerSpec, NetSpec
+from fuzz.generate.spec_parts import GRAD_MODES
 
 NodePredicate = Callable[[NetSpec, int], bool]
 
@@ -196,8 +197,13 @@ def _as_linear(layer: LayerSpec) -> LayerSpec:
     return replace(layer, kind="linear", params={"out_features": layer.params["out_features"], "bias": True})
 
 
-# How a triggering node is taken out; deleting it is the default.
-WITHOUT = {"delete": None, "as-linear": _as_linear}
+def _under_the_network_mode(layer: LayerSpec) -> LayerSpec:
+    return replace(layer, grad_mode=None)
+
+
+# How a triggering node is taken out; deleting it is the default. "network-mode": its grad-mode region dropped (a
+# program's layer then runs under the network's own mode).
+WITHOUT = {"delete": None, "as-linear": _as_linear, "network-mode": _under_the_network_mode}
 
 
 def _one_of(value: object, allowed: object) -> bool:
@@ -229,6 +235,7 @@ _NODE_CONDITIONS: dict[str, Callable[[NetSpec, int, Any], bool]] = {
     "random": lambda spec, i, v: LAYER_KINDS[spec.layers[i].kind].random == v,
     "checkpoint": lambda spec, i, v: in_compiled_checkpoint(spec, i) == (v == "inside"),
     "autocast": lambda spec, i, v: under_autocast(spec, i) == v,
+    "grad_mode": lambda spec, i, v: _one_of(spec.layers[i].grad_mode, v),
     # What flows into a node (in a stack, every node before it; `fuzz.generate.program.ancestors`), and out of it.
     "reads": lambda spec, i, v: any(node_matches(spec, j, v) for j in program.ancestors(spec, i)),
     "read_by": lambda spec, i, v: any(
@@ -238,7 +245,7 @@ _NODE_CONDITIONS: dict[str, Callable[[NetSpec, int, Any], bool]] = {
 }
 TRIGGER_KEYS = frozenset(_NETWORK_CONDITIONS) | frozenset(_NODE_CONDITIONS) | {"without"}
 _CHOICES = {"checkpoint": ("inside", "outside"), "predicate": NODE_PREDICATES, "network": SPEC_PREDICATES,
-            "without": WITHOUT}  # fmt: skip
+            "without": WITHOUT, "grad_mode": GRAD_MODES}  # fmt: skip
 
 
 def _names(value: str | list[str]) -> list[str]:

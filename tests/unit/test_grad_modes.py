@@ -6,12 +6,14 @@ drops a region before the layers inside it."""
 import re
 
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 
 from fuzz.generate import program
 from fuzz.generate.program_specs import program_specs
 from fuzz.generate.reduce import _candidates, _without_layer
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec, SpecError, validate
+from fuzz.judge.verdict import check_spec
 from fuzz.model_builder import build_example, network_source
 
 
@@ -100,3 +102,12 @@ def test_reduction_drops_a_grad_mode_region_before_any_layer_inside_it():
     dropped = _program(*(LayerSpec(layer.kind, reads=layer.reads) for layer in spec.layers))
     first_deletion = min(candidates.index(_without_layer(spec, index).to_json()) for index in range(3))
     assert candidates.index(dropped.to_json()) < first_deletion
+
+
+def test_thunder_failing_inside_an_inference_mode_region_leaves_the_next_example_its_grad_modes():
+    """thunder 0.2.6 fails on a ``with torch.inference_mode()`` region (its guard, entered while dynamo traced, stays
+    alive in the failure's traceback); the oracle's next network must still run with grad on."""
+    spec = _program(LayerSpec("tanh", reads=[0], grad_mode="inference_mode"), LayerSpec("mul", reads=[1, 0]))
+    check_spec(spec)
+    assert (torch.is_grad_enabled(), torch.is_inference_mode_enabled()) == (True, False)
+    assert check_spec(_program(LayerSpec("tanh", reads=[0]), LayerSpec("mul", reads=[1, 0]))).failure is None
