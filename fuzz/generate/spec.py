@@ -306,6 +306,20 @@ def _validate_layers(spec: NetSpec) -> None:
         )
 
 
+def _validate_grad_mode(spec: NetSpec, index: int) -> None:
+    layer = spec.layers[index]
+    _require(
+        layer.grad_mode is None or (spec.is_program and layer.grad_mode in GRAD_MODES),
+        f"layers[{index}] ({layer.kind}): grad_mode must be null, or in a program one of {', '.join(GRAD_MODES)}; "
+        f"got {layer.grad_mode!r}",
+    )
+    _require(
+        layer.grad_mode != "autocast" or spec.dtype == "float32",
+        f"layers[{index}] ({layer.kind}): grad_mode autocast needs a float32 network, got {spec.dtype} (CPU autocast "
+        "rejects casting other dtypes)",
+    )
+
+
 def _validated_layer(spec: NetSpec, index: int, shapes: Sequence[Incoming]) -> Incoming:
     """Layer ``index``'s output shape, given the shapes of the values before it; raises `SpecError` if the layer's
     kind, reads, params, freezing or input update is invalid there."""
@@ -317,16 +331,7 @@ def _validated_layer(spec: NetSpec, index: int, shapes: Sequence[Incoming]) -> I
             raise SpecError(problem)
     else:
         _require(kind.flow is None, f"layers[{index}] ({layer.kind}): a data-flow kind needs a program (reads)")
-    _require(
-        layer.grad_mode is None or (spec.is_program and layer.grad_mode in GRAD_MODES),
-        f"layers[{index}] ({layer.kind}): grad_mode must be null, or in a program one of {', '.join(GRAD_MODES)}; "
-        f"got {layer.grad_mode!r}",
-    )
-    _require(
-        layer.grad_mode != "autocast" or spec.dtype == "float32",
-        f"layers[{index}] ({layer.kind}): grad_mode autocast needs a float32 network, got {spec.dtype} (CPU autocast "
-        "rejects casting other dtypes)",
-    )
+    _validate_grad_mode(spec, index)
     incoming = shapes[program.reads_of(layer, index)[0]]
     width = incoming.width
     _require(
