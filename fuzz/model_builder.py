@@ -9,24 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import io
-import itertools
 import linecache
-import re
-import tokenize
 import types
 from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
 
-from fuzz.generate import blocks, program
+from fuzz.generate import blocks
 from fuzz.generate.layers import LAYER_KINDS
+from fuzz.generate.program_source import program_forward_and_methods
+from fuzz.generate.source_calls import INDENT, applied, call, checkpoint_kwargs, checkpoint_options, method
 from fuzz.generate.spec import CheckpointSpec, NetSpec
 from fuzz.generate.spec_parts import AUTOCAST_DTYPE
 from fuzz.generate.zoo import model_source
-
-_INDENT = "    "
 
 _IMPORTS = """\
 import functools
@@ -84,49 +80,15 @@ def _helper_sources(spec: NetSpec) -> str:
     return "".join("\n\n" + inspect.getsource(getattr(blocks, helper)) for helper in helpers)
 
 
-def _applied(spec: NetSpec, index: int) -> str:
-    """Layer ``index`` applied to ``x``."""
-    layer = spec.layers[index]
-    kind = LAYER_KINDS[layer.kind]
-    if kind.functional:
-        return kind.source(layer.params, spec.widths()[index])
-    return kind.apply(layer.params, f"self.layer{index}") if kind.apply else f"self.layer{index}(x)"
-
-
 def _callable(spec: NetSpec, index: int) -> str:
     """Layer ``index`` as a callable (for checkpoint_sequential's list)."""
     kind = LAYER_KINDS[spec.layers[index].kind]
-    return f"lambda x: {_applied(spec, index)}" if kind.functional or kind.apply else f"self.layer{index}"
-
-
-def _checkpoint_kwargs(ckpt: CheckpointSpec) -> list[str]:
-    """The checkpoint options other than use_reentrant that differ from their defaults."""
-    kwargs = [] if ckpt.preserve_rng_state else ["preserve_rng_state=False"]
-    if ckpt.determinism_check != "default":
-        kwargs.append(f"determinism_check={ckpt.determinism_check!r}")
-    if ckpt.selective:
-        kwargs.append("context_fn=functools.partial(create_selective_checkpoint_contexts, save_matmuls)")
-    return kwargs
-
-
-def _checkpoint_options(ckpt: CheckpointSpec) -> str:
-    return ", ".join([f"use_reentrant={ckpt.use_reentrant}", *_checkpoint_kwargs(ckpt)])
-
-
-def _method(name: str, body: list[str], signature: str = "x", returns: str = "x") -> list[str]:
-    return [f"def {name}(self, {signature}):", *(_INDENT + line for line in body), f"{_INDENT}return {returns}", ""]
+    return f"lambda x: {applied(spec, index)}" if kind.functional or kind.apply else f"self.layer{index}"
 
 
 def _autocast(body: list[str]) -> list[str]:
     """``body`` inside an autocast region (to `AUTOCAST_DTYPE`)."""
-    return [f"with torch.autocast(DEVICE, dtype=torch.{AUTOCAST_DTYPE}):", *(_INDENT + line for line in body)]
-
-
-def _call(function: str, arguments: str, ckpt: CheckpointSpec, checkpointing: bool) -> str:
-    """``function(arguments)`` through ``checkpoint`` with ``ckpt``'s options, or directly."""
-    if checkpointing:
-        return f"checkpoint({function}, {arguments}, {_checkpoint_options(ckpt)})"
-    return f"{function}({arguments})"
+    return [f"with torch.autocast(DEVICE, dtype=torch.{AUTOCAST_DTYPE}):", *(INDENT + line for line in body)]
 
 
 def _checkpointed_call(
@@ -137,12 +99,12 @@ def _checkpointed_call(
     Without ``checkpointing`` only the methods that differ from the checkpointing ones are returned.
     """
     name = f"self.checkpointed{number}"
-    body = [f"x = {_applied(spec, i)}" for i in range(ckpt.start, ckpt.stop)]
+    body = [f"x = {applied(spec, i)}" for i in range(ckpt.start, ckpt.stop)]
     inner: list[str] = []
     if ckpt.nested:
         outer, inner = (body[:1], body[1:]) if len(body) > 1 else ([], body)
         inner_ckpt = CheckpointSpec(0, 1, use_reentrant=ckpt.use_reentrant)
-        body = [*outer, f"x = {_call(f'{name}_inner', 'x', inner_ckpt, checkpointing)}"]
+        body = [*outer, f"x = {call(f'{name}_inner', 'x', inner_ckpt, checkpointing)}"]
     if spec.autocast == "checkpoints":  # back to the input's dtype, as code that autocasts one block does
         body = ["dtype = x.dtype", *_autocast(body), "x = x.to(dtype)"]
     signature, arguments = "x", "x"
@@ -152,105 +114,16 @@ def _checkpointed_call(
     returns, target, after = "x", "x", []
     if ckpt.multi_output:
         returns, target, after = "x, x.mean(dim=-1, keepdim=True)", "x, aux", ["x = x + aux"]
-    methods = _method(f"checkpointed{number}", body, signature, returns) if checkpointing or ckpt.nested else []
+    methods = method(f"checkpointed{number}", body, signature, returns) if checkpointing or ckpt.nested else []
     if checkpointing and ckpt.nested:
-        methods = _method(f"checkpointed{number}_inner", inner) + methods
-    return methods, [f"{target} = {_call(name, arguments, ckpt, checkpointing)}", *after]
-
-
-def _on(expression: str, names: list[str]) -> str:
-    """``expression`` of ``x`` (and ``y``) with those names (not attributes or keywords) replaced by ``names``."""
-    tokens = list(tokenize.generate_tokens(io.StringIO(expression).readline))
-    spans = [
-        (token.start[1], token.end[1], names[token.string == "y"])
-        for before, token, after in zip([None, *tokens[:-1]], tokens, [*tokens[1:], None], strict=True)
-        if token.type == tokenize.NAME
-        and token.string in ("x", "y")[: len(names)]
-        and not (before is not None and before.string == ".")
-        and not (after is not None and after.string == "=")
-    ]
-    for start, end, name in reversed(spans):
-        expression = expression[:start] + name + expression[end:]
-    return expression
-
-
-# The ``with`` statement of each grad mode of a program's layers (`fuzz.generate.spec_parts.GRAD_MODES`).
-_GRAD_MODE_BLOCKS = {
-    "no_grad": "torch.no_grad()",
-    "enable_grad": "torch.enable_grad()",
-    "inference_mode": "torch.inference_mode()",
-    "autocast": f"torch.autocast(DEVICE, dtype=torch.{AUTOCAST_DTYPE})",
-}
-# What a grad-mode block's values become after it, as code that uses them later must write it: an inference tensor
-# cloned (eager rejects saving one for backward, or updating it, outside inference mode), an autocast value cast
-# back to the dtype of what entered the block (as a block autocast over part of a forward hands its values on; the
-# network's dtype, float64 in the oracle's reference run).
-_AFTER_BLOCK = {"inference_mode": "{name}.clone()", "autocast": "{name}.to({entered}.dtype)"}
-
-
-def _node_lines(spec: NetSpec, span: range) -> list[str]:
-    """``v{k+1} = ...``: program layers ``span``, each on the values it reads; consecutive layers under one grad mode
-    in one ``with`` block (`fuzz.generate.program.grad_blocks`)."""
-    blocks, lines = program.grad_blocks(spec.layers, spec.checkpoints), []
-    for block, run in itertools.groupby(span, key=lambda i: blocks[i]):
-        indexes = list(run)
-        body = [
-            f"v{i + 1} = {_on(_applied(spec, i), [f'v{read}' for read in program.reads_of(spec.layers[i], i)])}"
-            for i in indexes
-        ]
-        if block is None:
-            lines += body
-            continue
-        mode = spec.layers[block].grad_mode
-        lines += [f"with {_GRAD_MODE_BLOCKS[mode]}:", *(_INDENT + line for line in body)]
-        if mode in _AFTER_BLOCK:
-            entered = f"v{program.reads_of(spec.layers[indexes[0]], indexes[0])[0]}"
-            lines += [f"v{i + 1} = {_AFTER_BLOCK[mode].format(name=f'v{i + 1}', entered=entered)}" for i in indexes]
-    return lines
-
-
-def _with_scale(lines: list[str]) -> list[str]:
-    """``lines`` after ``scale = 0.5`` when they use it (the float a region that takes one is passed)."""
-    return ["scale = 0.5", *lines] if any(re.search(r"\bscale\b", line) for line in lines) else lines
-
-
-def _names(values: list[int]) -> str:
-    return ", ".join(f"v{value}" for value in values)
-
-
-def _program_forward_and_methods(spec: NetSpec, checkpointing: bool) -> list[str]:
-    """A program's region methods (with ``checkpointing``), then its ``forward``: each layer on the values it reads,
-    each checkpoint a call of its region's method on the values it takes."""
-    methods: list[str] = []
-    forward = ["v0 = x"]
-    index, regions = 0, {c.start: (i, c) for i, c in enumerate(spec.checkpoints)}
-    while index < len(spec.layers):
-        number, ckpt = regions.get(index, (None, None))
-        if ckpt is None:
-            stop = min([start for start in regions if start > index], default=len(spec.layers))
-            forward += _node_lines(spec, range(index, stop))
-            index = stop
-            continue
-        inputs, outputs = program.region_inputs(spec, number), program.region_outputs(spec, number)
-        body = _node_lines(spec, range(ckpt.start, ckpt.stop))
-        signature, arguments = _names(inputs), _names(inputs)
-        if ckpt.extra_args:
-            signature, arguments = f"{signature}, scale", f"{arguments}, 0.5"
-        else:
-            body = _with_scale(body)
-        if checkpointing:
-            methods += _method(f"region{number}", body, signature, _names(outputs))
-        forward.append(f"{_names(outputs)} = {_call(f'self.region{number}', arguments, ckpt, checkpointing)}")
-        index = ckpt.stop
-    flat = [f"v{value}.reshape(-1)" for value in program.outputs_of(spec)]
-    returns = flat[0] if len(flat) == 1 else f"torch.cat([{', '.join(flat)}])"
-    return methods + _method("forward", _with_scale(forward), returns=returns)
+        methods = method(f"checkpointed{number}_inner", inner) + methods
+    return methods, [f"{target} = {call(name, arguments, ckpt, checkpointing)}", *after]
 
 
 def _forward_and_methods(spec: NetSpec, checkpointing: bool) -> list[str]:
     """Source lines of the checkpointed-body methods, then of ``forward`` (see `_checkpointed_call`)."""
     if spec.is_program:
-        return _program_forward_and_methods(spec, checkpointing)
+        return program_forward_and_methods(spec, checkpointing)
     segments = {c.start: (i, c) for i, c in enumerate(spec.checkpoints)}
     methods: list[str] = []
     forward = ["x = self.embed(x)"] if spec.vocab is not None else []
@@ -258,15 +131,15 @@ def _forward_and_methods(spec: NetSpec, checkpointing: bool) -> list[str]:
     while index < len(spec.layers):
         number, ckpt = segments.get(index, (None, None))
         if ckpt is None or ckpt.api == "wrapper":  # a wrapped layer is called like any other
-            forward.append(f"x = {_applied(spec, index)}")
+            forward.append(f"x = {applied(spec, index)}")
             index += 1
             continue
         span = range(ckpt.start, ckpt.stop)
         if ckpt.api == "sequential" and checkpointing:
             functions = ", ".join(_callable(spec, i) for i in span)
-            forward.append(f"x = checkpoint_sequential([{functions}], {ckpt.segments}, x, {_checkpoint_options(ckpt)})")
+            forward.append(f"x = checkpoint_sequential([{functions}], {ckpt.segments}, x, {checkpoint_options(ckpt)})")
         elif ckpt.api == "sequential":
-            forward += [f"x = {_applied(spec, i)}" for i in span]
+            forward += [f"x = {applied(spec, i)}" for i in span]
         else:
             body_methods, call = _checkpointed_call(spec, number, ckpt, checkpointing)
             methods += body_methods
@@ -274,20 +147,20 @@ def _forward_and_methods(spec: NetSpec, checkpointing: bool) -> list[str]:
         index = ckpt.stop
     if spec.autocast == "forward":
         forward = _autocast(forward)
-    return methods + ["def forward(self, x):", *(_INDENT + line for line in forward), f"{_INDENT}return x"]
+    return methods + ["def forward(self, x):", *(INDENT + line for line in forward), f"{INDENT}return x"]
 
 
 def _init_lines(spec: NetSpec) -> list[str]:
     widths = spec.widths()
-    lines = ["def __init__(self):", f"{_INDENT}super().__init__()"]
+    lines = ["def __init__(self):", f"{INDENT}super().__init__()"]
     if spec.vocab is not None:
-        lines.append(f"{_INDENT}self.embed = nn.Embedding({spec.vocab}, {spec.features})")
+        lines.append(f"{INDENT}self.embed = nn.Embedding({spec.vocab}, {spec.features})")
     for i, layer in enumerate(spec.layers):
         kind = LAYER_KINDS[layer.kind]
         if not kind.functional:
-            lines.append(f"{_INDENT}self.layer{i} = {kind.source(layer.params, widths[i])}")
+            lines.append(f"{INDENT}self.layer{i} = {kind.source(layer.params, widths[i])}")
         if layer.frozen:
-            lines.append(f"{_INDENT}self.layer{i}.requires_grad_(False)")
+            lines.append(f"{INDENT}self.layer{i}.requires_grad_(False)")
     return lines
 
 
@@ -297,7 +170,7 @@ def _wrapping_lines(spec: NetSpec) -> list[str]:
     lines = [f"targets = [{', '.join(f'net.layer{c.start}' for c in wrapped)}]"] if wrapped else []
     for number, ckpt in enumerate(wrapped):
         impl = "REENTRANT" if ckpt.use_reentrant else "NO_REENTRANT"
-        kwargs = ", ".join([f"checkpoint_impl=CheckpointImpl.{impl}", *_checkpoint_kwargs(ckpt)])
+        kwargs = ", ".join([f"checkpoint_impl=CheckpointImpl.{impl}", *checkpoint_kwargs(ckpt)])
         lines.append(
             f"apply_activation_checkpointing(net, checkpoint_wrapper_fn=functools.partial(checkpoint_wrapper, "
             f"{kwargs}), check_fn=lambda m: m is targets[{number}])"
@@ -306,7 +179,7 @@ def _wrapping_lines(spec: NetSpec) -> list[str]:
 
 
 def _class_body(lines: list[str]) -> str:
-    return "\n".join(_INDENT + line if line else "" for line in lines)
+    return "\n".join(INDENT + line if line else "" for line in lines)
 
 
 def _layer_classes(spec: NetSpec) -> str:
@@ -337,9 +210,9 @@ def network_source(spec: NetSpec) -> str:
     ``OPTIMIZER`` and ``make_batches()`` (`_training_source`).
     """
     imports, classes = model_source(spec) if spec.model is not None else ("", _layer_classes(spec))
-    wrapping = "".join(f"\n{_INDENT * 2}{line}" for line in _wrapping_lines(spec))
+    wrapping = "".join(f"\n{INDENT * 2}{line}" for line in _wrapping_lines(spec))
     if wrapping:
-        wrapping = f"\n{_INDENT}if checkpointing:{wrapping}"
+        wrapping = f"\n{INDENT}if checkpointing:{wrapping}"
     shape = spec.input_shape if spec.vocab is None else spec.input_shape[:-1]
     return f'''{_IMPORTS}{imports}{classes}
 

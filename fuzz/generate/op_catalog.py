@@ -29,7 +29,7 @@ from typing import Any
 from fuzz.cache import cache_root
 from fuzz.generate import axes, literals, ops
 from fuzz.generate.literals import NotLiteral, encode, explicit_arguments, shape_free, size_order
-from fuzz.generate.spec import DTYPES
+from fuzz.generate.spec_parts import DTYPES
 
 MAX_VARIANTS = 6  # argument variants per op, simplest first: the sweep runs each in every form
 # Ops that draw random numbers: networks with them are judged by another oracle (dropout has its own kind).

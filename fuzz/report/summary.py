@@ -17,6 +17,7 @@ from fuzz.generate.architectures import ARCHITECTURES
 from fuzz.generate.coverage import NESTED
 from fuzz.report.clusters import clusters
 from fuzz.report.op_family import op_family_lines
+from fuzz.report.program_coverage import program_structure_lines
 from fuzz.report.run_folder import AB_RECORDS, RunFolder
 from fuzz.report.stats import saved_ratios
 
@@ -334,35 +335,6 @@ def _known_issue_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _program_structure_lines(summary: dict[str, Any]) -> list[str]:
-    """The program family's view ops, catalog updates and grad modes: valid examples with each, and those thunder fell
-    back on."""
-    coverage, fell_back = summary["coverage"], summary.get("fell_back_coverage", {})
-
-    def cells(prefix: str) -> str:
-        labels = sorted(label for label in coverage if label.startswith(prefix))
-        return ", ".join(
-            f"{label.removeprefix(prefix)} {coverage[label]}/{fell_back.get(label, 0)}" for label in labels
-        )
-
-    def cell(label: str) -> str:
-        return f"{coverage.get(label, 0)}/{fell_back.get(label, 0)}"
-
-    lines = []
-    if views := cells("program view "):
-        lines.append(f"program views (examples/thunder fell back): {views}")
-    if updates := [label for label in coverage if label.startswith("program catalog update ")]:
-        lines.append(
-            f"program catalog updates: {len(updates)} in-place ops in {cell('program catalog update')} examples; "
-            f"an update through a view in {cell('program update through a view')}"
-        )
-    if modes := cells("program grad mode "):
-        lines.append(
-            f"program grad modes: {modes}; an output needing no grad in {cell('program output needing no grad')}"
-        )
-    return lines
-
-
 def _coverage_lines(summary: dict[str, Any]) -> list[str]:
     """Model-zoo architectures and nested networks drawn, networks not run, the op family, items not reached."""
     lines: list[str] = []
@@ -371,7 +343,7 @@ def _coverage_lines(summary: dict[str, Any]) -> list[str]:
             lines.append(f"model-zoo examples per architecture: {', '.join(f'{a} {n}' for a, n in drawn.items())}")
     if nested := summary["coverage"].get(NESTED):
         lines.append(f"nested-checkpoint slice (nightly, shard 0, its own time limit per network): {nested} networks")
-    lines += _program_structure_lines(summary)
+    lines += program_structure_lines(summary)
     if summary["discarded"]:
         lines.append(
             f"{summary['discarded']} drawn networks not run (a known issue they match takes minutes to fail: "

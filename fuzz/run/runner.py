@@ -5,10 +5,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import faulthandler
-import gc
 import linecache
 import signal
-import sys
 import threading
 import time
 import traceback
@@ -20,6 +18,7 @@ from pathlib import Path
 import torch
 
 from fuzz.model_builder import Example
+from fuzz.run.global_modes import ModesLeft, global_modes_kept
 from fuzz.run.passes import SavedForBackward, Training, float64_reference, forward_backward, fresh_input, saved_by
 from fuzz.run.regions import RegionReport, read_regions
 from fuzz.run.stops import alarm_cut_by_a_stop, raising_is_lost, stop_if_interrupted
@@ -97,77 +96,20 @@ def on_phase_change(listener: Callable[[str | None], None] | None) -> None:
 def in_phase(name: str) -> Iterator[None]:
     """Mark the block as phase ``name`` ("eager", "reference", "nudged", `THUNDER_PHASE`); the outer phase after.
     Entering a phase is a safe point of a stopped run (`fuzz.run.stops`). The global grad, inference and autocast
-    modes are as before after it (`_global_modes_kept`)."""
+    modes are as before after it (`fuzz.run.global_modes`)."""
     stop_if_interrupted()
     outer, _phase["now"] = _phase["now"], name
     if _phase["listener"] is not None:
         _phase["listener"](name)
     try:
-        with _global_modes_kept():
+        with global_modes_kept():
             yield
+    except ModesLeft as error:
+        raise HarnessError(str(error)) from error
     finally:
         _phase["now"] = outer
         if _phase["listener"] is not None:
             _phase["listener"](outer)
-
-
-def _clear_frames(error: BaseException | None) -> None:
-    """Clear the locals of every frame of ``error``'s traceback and of the exceptions it was raised from or in,
-    the innermost frame of the innermost exception first."""
-    frames, seen = [], set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        tb, chain = error.__traceback__, []
-        while tb is not None:
-            chain.append(tb.tb_frame)
-            tb = tb.tb_next
-        frames += chain  # (the exception it came from: its frames are the deeper ones)
-        error = error.__cause__ or error.__context__
-    for frame in reversed(frames):
-        with contextlib.suppress(RuntimeError):  # (a frame still running)
-            frame.clear()
-
-
-def _dispatch_keys() -> tuple[torch._C.DispatchKeySet, torch._C.DispatchKeySet]:
-    """The thread's locally included and excluded dispatch keys."""
-    return torch._C._dispatch_tls_local_include_set(), torch._C._dispatch_tls_local_exclude_set()
-
-
-def _set_dispatch_keys(keys: tuple[torch._C.DispatchKeySet, torch._C.DispatchKeySet]) -> None:
-    included, excluded = keys
-    for key in torch._C.DispatchKey.__members__.values():
-        with contextlib.suppress(RuntimeError):  # (a key that is no functionality key of its own)
-            torch._C._dispatch_tls_set_dispatch_key_included(key, included.has(key))
-            torch._C._dispatch_tls_set_dispatch_key_excluded(key, excluded.has(key))
-
-
-def _global_modes() -> tuple[bool, bool, bool]:
-    return torch.is_grad_enabled(), torch.is_inference_mode_enabled(), torch.is_autocast_enabled("cpu")
-
-
-@contextlib.contextmanager
-def _global_modes_kept() -> Iterator[None]:
-    """The block's run may leave a grad-mode region of the network entered: an exception raised inside a network's
-    ``with torch.inference_mode()`` (thunder failing as it traces one) keeps the mode's guard alive in its
-    traceback's frames, which a failure keeps (`fuzz.judge.failures.ThunderCrash`), and the next example would run in
-    inference mode. Those frames' locals are cleared, innermost first (the guards then exit in the order they were
-    entered backwards), and grad and autocast modes set back."""
-    before, keys = _global_modes(), _dispatch_keys()
-    try:
-        yield
-    finally:
-        if _global_modes() != before:
-            _clear_frames(sys.exc_info()[1])
-            gc.collect()
-            # Each guard, exiting, puts back the dispatch keys of when it was entered (inside dynamo's tracing, with
-            # its Python dispatcher on): the thread's keys are set back to what they were before the block.
-            _set_dispatch_keys(keys)
-            torch.set_grad_enabled(before[0])
-            torch.set_autocast_enabled("cpu", before[2])
-            if _global_modes() != before:
-                raise HarnessError(
-                    f"the global grad modes (grad, inference, autocast) {before} were left as {_global_modes()}"
-                )
 
 
 def _fresh_copy(example: Example) -> tuple[torch.nn.Module, torch.Tensor]:

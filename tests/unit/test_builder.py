@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from fuzz.generate.catalog_flow import update_calls
 from fuzz.generate.draws import OP_KINDS
 from fuzz.generate.kind import Incoming
 from fuzz.generate.layers import LAYER_KINDS
@@ -18,6 +19,9 @@ def _params(kind_name: str) -> dict:
     # The op family's params come from its catalog (tests/unit/test_op_family.py: all of them).
     if kind_name in OP_KINDS:
         return next(call for call in catalog().calls if call.kind == kind_name and call.variant > 0).params
+    if LAYER_KINDS[kind_name].params and LAYER_KINDS[kind_name].params[0].name == "call":  # the catalog's updates
+        partner = LAYER_KINDS[kind_name].flow.reads == 2
+        return next(call for call in update_calls() if (call.partner is not None) == partner).params
     if kind_name in (PLUMBING, STAND_IN):  # the plumbing (or a stand-in) of an op layer of two tensor arguments
         args = plumbing_params(next(call for call in catalog().calls if call.op == "sub").params)
         return args if kind_name == PLUMBING else {**args, "function": "cos"}
@@ -46,6 +50,9 @@ def test_every_layer_kind_builds_and_runs_forward_and_backward(kind, spatial, dt
         reads = [len(layers), 0][: layer_kind.flow.reads]
         layers.append(LayerSpec(kind, dict(layer_kind.fit(_params(kind), incoming)), reads=reads))
         spatial = None
+        outputs = [len(layers), 0] if layer_kind.flow.detaches else None  # (a detached value needs no grad)
+    else:
+        outputs = None
     if layer_kind.mutates_input:  # on the network's input, which then needs no grad, outside checkpoints
         trainable = "batch_norm" if spatial else "linear"
         layers.append(LayerSpec(trainable, dict(LAYER_KINDS[trainable].fit(_params(trainable), incoming))))
@@ -58,6 +65,7 @@ def test_every_layer_kind_builds_and_runs_forward_and_backward(kind, spatial, dt
         layers=layers,
         checkpoints=[] if layer_kind.mutates_input else [CheckpointSpec(0, len(layers))],
         input_requires_grad=not layer_kind.mutates_input,
+        outputs=outputs,
     )
     validate(spec)
     example = build_example(spec)
