@@ -276,7 +276,7 @@ def node_matches(spec: NetSpec, index: int, trigger: Mapping[str, Any]) -> bool:
 # What each key's value must be, in words, and the test of it.
 _NAMES, _NAME, _TABLE, _BOOL = "a name or a list of names", "a name", "a table", "true or false"
 _VALUES = {
-    **dict.fromkeys(("kind", "op", "computes", "dtype", "device", "predicate", "network"), _NAMES),
+    **dict.fromkeys(("kind", "op", "computes", "dtype", "device", "predicate", "network", "grad_mode"), _NAMES),
     **dict.fromkeys(("params", "params_not", "reads", "read_by"), _TABLE),
     **dict.fromkeys(("random", "autocast", "token_input"), _BOOL),
     **dict.fromkeys(("checkpoint", "without"), _NAME),
