@@ -153,10 +153,12 @@ def program_specs(
     ops: Sequence[str] | None = None,
 ) -> NetSpec:
     """A valid program (`fuzz.generate.program`) on a ``(batch, features)`` input: layers of ``kinds`` (default: all;
-    never a random kind or one that updates its own input) and data-flow kinds reading any earlier values,
-    checkpointed regions, several outputs; about ``max_nodes`` layers (an update of a fresh clone may add one).
-    Shrinks toward a stack: each read toward the latest value, layers before data flow,
-    one output. An in-place update eager would reject becomes its out-of-place twin (`fuzz.generate.program.repaired`).
+    never a random kind or one that updates its own input) and data-flow kinds reading any earlier values (views,
+    the op catalog's in-place calls), checkpointed regions, grad-mode regions, several outputs; about ``max_nodes``
+    layers (an update of a fresh clone may add one). Shrinks toward a stack: each read toward the latest value, layers
+    before data flow, no grad mode, one output. An in-place update eager would reject becomes its out-of-place twin
+    (`fuzz.generate.program.repaired`); inference_mode inside a selective checkpoint is dropped, and the input is
+    returned too where no output would need grad.
     """
     chosen = kinds or tuple(LAYER_KINDS)
     usable = [
