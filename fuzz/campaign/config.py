@@ -40,6 +40,7 @@ class CampaignConfig:
     profile: str = "dev"
     kinds: tuple[str, ...] | None = None
     dtypes: tuple[str, ...] | None = None
+    grad_modes: tuple[str, ...] | None = None  # those a program's layers may run under (default: all)
     ops: tuple[str, ...] | None = None  # the op family's ops (default: every drawable one)
     families: tuple[str, ...] | None = None  # the families it runs (`fuzz.campaign.families`; default: all)
     known_issues: str = "xfail"

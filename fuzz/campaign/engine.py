@@ -29,6 +29,7 @@ from fuzz.campaign.known import KnownBugs
 from fuzz.generate.coverage import traits
 from fuzz.generate.draws import OP_KINDS
 from fuzz.generate.spec import DTYPES, NetSpec
+from fuzz.generate.spec_parts import GRAD_MODES
 from fuzz.generate.sweep import CI_SWEEP_CASES, sweep_specs
 from fuzz.judge.batch import batchable, judged_in_batch
 from fuzz.judge.failures import ExampleTimeout, ParityFailure
@@ -202,7 +203,8 @@ class Campaign:
         """What this campaign's options say about drawing (`fuzz.campaign.families.DrawOptions`)."""
         config = self.config
         kinds, ops, dtypes = config.kinds, config.ops, config.dtypes or DTYPES
-        return DrawOptions(config.device, dtypes, kinds, ops, config.max_dim)
+        grad_modes = GRAD_MODES if config.grad_modes is None else config.grad_modes  # (empty: none)
+        return DrawOptions(config.device, dtypes, kinds, ops, config.max_dim, grad_modes=grad_modes)
 
     def strategy(self, family: Family, **options: Any) -> st.SearchStrategy[NetSpec]:
         """The networks this campaign draws of ``family`` (``options``: `DrawOptions` fields that differ)."""

@@ -19,6 +19,7 @@ from fuzz.generate.decoder import checkpointing_thunderfx_spec, decoder_specs
 from fuzz.generate.draws import MAX_DIM
 from fuzz.generate.program_specs import program_specs
 from fuzz.generate.spec import DTYPES, NetSpec
+from fuzz.generate.spec_parts import GRAD_MODES
 from fuzz.generate.training import training_families
 from fuzz.generate.zoo import SEED_MODEL, zoo_specs
 from fuzz.strategies import net_specs
@@ -35,6 +36,7 @@ class DrawOptions:
     ops: tuple[str, ...] | None = None
     max_dim: int = MAX_DIM
     architectures: tuple[str, ...] = ()  # the model zoo's (empty: all)
+    grad_modes: tuple[str, ...] = GRAD_MODES  # those a program's layers may run under
 
 
 Strategy = Callable[[DrawOptions], st.SearchStrategy[NetSpec]]
@@ -102,7 +104,13 @@ def _nested(options: DrawOptions) -> st.SearchStrategy[NetSpec]:
 
 
 def _programs(options: DrawOptions) -> st.SearchStrategy[NetSpec]:
-    return program_specs(device=options.device, kinds=options.kinds, dtypes=options.dtypes, ops=options.ops)
+    return program_specs(
+        device=options.device,
+        kinds=options.kinds,
+        dtypes=options.dtypes,
+        ops=options.ops,
+        grad_modes=options.grad_modes,
+    )
 
 
 def _decoders(options: DrawOptions) -> st.SearchStrategy[NetSpec]:

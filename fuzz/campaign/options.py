@@ -19,6 +19,7 @@ from fuzz.generate.draws import OP_KINDS
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.op_catalog import catalog
 from fuzz.generate.spec import DTYPES
+from fuzz.generate.spec_parts import GRAD_MODES
 from fuzz.judge.batch import MAX_BATCH
 from fuzz.report.run_folder import check_run_id, new_run_id
 from fuzz.report.summary import command_line, started_at
@@ -46,6 +47,8 @@ def campaign_config(config: pytest.Config) -> CampaignConfig:
     if worker_id(config) is None and any(kind in (kinds or OP_KINDS) for kind in OP_KINDS):
         catalog()  # built (or read) once here, before xdist starts workers that would all build it at once
     dtypes = _choice_list(config, "fuzz_dtypes", DTYPES)
+    grad_modes = _choice_list(config, "fuzz_grad_modes", (*GRAD_MODES, "none"))
+    grad_modes = grad_modes and tuple(mode for mode in grad_modes if mode != "none")
     ops = _choice_list(config, "fuzz_ops", catalog().ops) if config.getoption("fuzz_ops") else None
     families = _choice_list(config, "fuzz_families", BY_NAME)
     if families and not any(BY_NAME[name].runs_in(profile, config.getoption("fuzz_minutes")) for name in families):
@@ -71,6 +74,7 @@ def campaign_config(config: pytest.Config) -> CampaignConfig:
         profile=profile,
         kinds=kinds,
         dtypes=dtypes,
+        grad_modes=grad_modes,
         ops=ops,
         families=families,
         known_issues="check" if config.getoption("known_issues") == "check" else "xfail",

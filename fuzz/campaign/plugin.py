@@ -55,6 +55,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "budget run)",
     )
     group.addoption("--fuzz-layers", default=None, help="comma-separated layer kinds to draw from (default: all)")
+    group.addoption(
+        "--fuzz-grad-modes",
+        default=None,
+        help="comma-separated grad modes a program's layers may run under: no_grad, enable_grad, inference_mode, "
+        "autocast, or none (default: all)",
+    )
     group.addoption("--fuzz-dtypes", default=None, help="comma-separated dtypes to draw from (default: all)")
     group.addoption(
         "--fuzz-ops",

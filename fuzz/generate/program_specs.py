@@ -132,13 +132,13 @@ def _program_nodes(
     return nodes, draw(st.integers(0, 3)) > 0
 
 
-def _grad_mode(draw: st.DrawFn, previous: str | None, dtype: str) -> str | None:
-    """A node's grad mode: its predecessor's half the time (a region goes on), else a new one about one time in six,
-    else None (what it shrinks to); autocast in float32 networks only."""
+def _grad_mode(draw: st.DrawFn, previous: str | None, dtype: str, grad_modes: Sequence[str]) -> str | None:
+    """A node's grad mode, one of ``grad_modes``: its predecessor's half the time (a region goes on), else a new one
+    about one time in six, else None (what it shrinks to); autocast in float32 networks only."""
     if previous is not None and draw(st.booleans()):
         return previous
-    modes = [mode for mode in GRAD_MODES if mode != "autocast" or dtype == "float32"]
-    return draw(st.sampled_from(modes)) if rarely(draw) else None
+    modes = [mode for mode in GRAD_MODES if mode in grad_modes and (mode != "autocast" or dtype == "float32")]
+    return draw(st.sampled_from(modes)) if modes and rarely(draw) else None
 
 
 @st.composite
@@ -151,14 +151,15 @@ def program_specs(
     max_nodes: int = MAX_NODES,
     max_dim: int = MAX_DIM,
     ops: Sequence[str] | None = None,
+    grad_modes: Sequence[str] = GRAD_MODES,
 ) -> NetSpec:
     """A valid program (`fuzz.generate.program`) on a ``(batch, features)`` input: layers of ``kinds`` (default: all;
     never a random kind or one that updates its own input) and data-flow kinds reading any earlier values (views,
-    the op catalog's in-place calls), checkpointed regions, grad-mode regions, several outputs; about ``max_nodes``
-    layers (an update of a fresh clone may add one). Shrinks toward a stack: each read toward the latest value, layers
-    before data flow, no grad mode, one output. An in-place update eager would reject becomes its out-of-place twin
-    (`fuzz.generate.program.repaired`); inference_mode inside a selective checkpoint is dropped, and the input is
-    returned too where no output would need grad.
+    the op catalog's in-place calls), checkpointed regions, grad-mode regions (of ``grad_modes``), several outputs;
+    about ``max_nodes`` layers (an update of a fresh clone may add one). Shrinks toward a stack: each read toward the
+    latest value, layers before data flow, no grad mode, one output. An in-place update eager would reject becomes its
+    out-of-place twin (`fuzz.generate.program.repaired`); inference_mode inside a selective checkpoint is dropped,
+    and the input is returned too where no output would need grad.
     """
     chosen = kinds or tuple(LAYER_KINDS)
     usable = [
@@ -174,7 +175,7 @@ def program_specs(
     more = True
     while more and len(placed) < max_nodes:
         nodes, more = draw(_program_nodes(usable, placed, incoming, max_dim, op_calls))
-        mode = _grad_mode(draw, placed[-1][0].grad_mode if placed else None, dtype)
+        mode = _grad_mode(draw, placed[-1][0].grad_mode if placed else None, dtype, grad_modes)
         placed += [(replace(layer, grad_mode=mode), placement) for layer, placement in nodes]
     layers = [layer for layer, _ in placed]
     checkpoints = [

@@ -94,6 +94,7 @@ def replay_options(config) -> dict[str, Any]:
     listed = {
         "fuzz-layers": config.kinds,
         "fuzz-dtypes": config.dtypes,
+        "fuzz-grad-modes": config.grad_modes,
         "fuzz-ops": config.ops,
         "fuzz-families": config.families,  # (not what entries mean: the run's focus, replayed alike)
     }

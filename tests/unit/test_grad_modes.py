@@ -111,3 +111,10 @@ def test_thunder_failing_inside_an_inference_mode_region_leaves_the_next_example
     check_spec(spec)
     assert (torch.is_grad_enabled(), torch.is_inference_mode_enabled()) == (True, False)
     assert check_spec(_program(LayerSpec("tanh", reads=[0]), LayerSpec("mul", reads=[1, 0]))).failure is None
+
+
+@settings(max_examples=60, database=None, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(program_specs(dtypes=("float32",), grad_modes=("no_grad",)), program_specs(grad_modes=()))
+def test_a_campaign_focused_on_some_grad_modes_draws_only_those(focused, without):
+    assert {layer.grad_mode for layer in focused.layers} <= {None, "no_grad"}
+    assert {layer.grad_mode for layer in without.layers} == {None}
