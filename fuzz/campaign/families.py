@@ -37,6 +37,7 @@ class DrawOptions:
     max_dim: int = MAX_DIM
     architectures: tuple[str, ...] = ()  # the model zoo's (empty: all)
     grad_modes: tuple[str, ...] = GRAD_MODES  # those a program's layers may run under
+    catalog_nodes: bool = True  # programs draw torch's view ops and the op catalog's updates (issue 49)
 
 
 Strategy = Callable[[DrawOptions], st.SearchStrategy[NetSpec]]
@@ -110,6 +111,7 @@ def _programs(options: DrawOptions) -> st.SearchStrategy[NetSpec]:
         dtypes=options.dtypes,
         ops=options.ops,
         grad_modes=options.grad_modes,
+        catalog_nodes=options.catalog_nodes,
     )
 
 

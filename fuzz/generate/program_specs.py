@@ -44,6 +44,8 @@ FLOW_FAMILIES = (
     ("add_", "mul_", "sigmoid_"),
     ("update_op", "update_op2"),
 )
+# The vocabulary before the view ops and catalog updates (``catalog_nodes=False``): the first three of each family.
+FIRST_FLOW_FAMILIES = tuple(family[:3] for family in FLOW_FAMILIES[:4])
 
 
 def _earlier(draw: st.DrawFn, values: Sequence[int]) -> int:
@@ -79,6 +81,7 @@ def _program_nodes(
     incoming: Incoming,
     max_dim: int,
     op_calls: Sequence[OpCall],
+    catalog_nodes: bool = True,
 ) -> tuple[list[tuple[LayerSpec, Any]], bool]:
     """A program's next layers and their placements (as `fuzz.strategies` places a stack layer, drawn first), and if
     more follow: a layer of ``kinds`` (or an op call) on an earlier value, or a data-flow kind on one or two values;
@@ -95,7 +98,8 @@ def _program_nodes(
         else:  # nothing of ``kinds`` takes it: a copy
             layer = LayerSpec("clone", reads=[x])
         return [(layer, placement)], draw(st.integers(0, 3)) > 0
-    kind = LAYER_KINDS[draw(st.sampled_from(draw(st.sampled_from(FLOW_FAMILIES))))]
+    families = FLOW_FAMILIES if catalog_nodes else FIRST_FLOW_FAMILIES
+    kind = LAYER_KINDS[draw(st.sampled_from(draw(st.sampled_from(families))))]
     nodes, targets = [], every
     if kind.flow.needs_contiguous:
         targets = [v for v in every if flowing[v].contiguous]
@@ -152,14 +156,15 @@ def program_specs(
     max_dim: int = MAX_DIM,
     ops: Sequence[str] | None = None,
     grad_modes: Sequence[str] = GRAD_MODES,
+    catalog_nodes: bool = True,
 ) -> NetSpec:
     """A valid program (`fuzz.generate.program`) on a ``(batch, features)`` input: layers of ``kinds`` (default: all;
     never a random kind or one that updates its own input) and data-flow kinds reading any earlier values (views,
-    the op catalog's in-place calls), checkpointed regions, grad-mode regions (of ``grad_modes``), several outputs;
-    about ``max_nodes`` layers (an update of a fresh clone may add one). Shrinks toward a stack: each read toward the
-    latest value, layers before data flow, no grad mode, one output. An in-place update eager would reject becomes its
-    out-of-place twin (`fuzz.generate.program.repaired`); inference_mode inside a selective checkpoint is dropped,
-    and the input is returned too where no output would need grad.
+    the op catalog's in-place calls, unless ``catalog_nodes`` is False), checkpointed regions, grad-mode regions (of
+    ``grad_modes``), several outputs; about ``max_nodes`` layers (an update of a fresh clone may add one). Shrinks
+    toward a stack: each read toward the latest value, layers before data flow, no grad mode, one output. An in-place
+    update eager would reject becomes its out-of-place twin (`fuzz.generate.program.repaired`); inference_mode inside
+    a selective checkpoint is dropped, and the input is returned too where no output would need grad.
     """
     chosen = kinds or tuple(LAYER_KINDS)
     usable = [
@@ -174,7 +179,7 @@ def program_specs(
     placed: list[tuple[LayerSpec, Any]] = []
     more = True
     while more and len(placed) < max_nodes:
-        nodes, more = draw(_program_nodes(usable, placed, incoming, max_dim, op_calls))
+        nodes, more = draw(_program_nodes(usable, placed, incoming, max_dim, op_calls, catalog_nodes))
         mode = _grad_mode(draw, placed[-1][0].grad_mode if placed else None, dtype, grad_modes)
         placed += [(replace(layer, grad_mode=mode), placement) for layer, placement in nodes]
     layers = [layer for layer, _ in placed]
