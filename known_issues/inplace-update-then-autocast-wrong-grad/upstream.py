@@ -1,4 +1,4 @@
-"""inplace update then autocast wrong grad. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+"""inplace update then autocast wrong grad, reduced by hand. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
 import copy, os, sys
 sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
 import torch
