@@ -29,7 +29,8 @@ class Value:
     """A value of a program: its shape (``batch`` rows of ``width``), the value owning its storage (itself, unless
     it is a view or an updated value), the checkpoint it is made in (None outside checkpoints), whether it is
     contiguous (False where it may not be), whether its elements may share memory (a view of an expand), whether it
-    requires grad and the grad-mode region it is made in (`grad_blocks`; None: under the network's own mode)."""
+    requires grad and the grad-mode regions (`grad_blocks`; None: under the network's own mode) it and each view it
+    is of were made in."""
 
     shape: Incoming
     base: int
@@ -37,8 +38,7 @@ class Value:
     contiguous: bool = True
     overlapping: bool = False
     requires_grad: bool = True
-    block: int | None = None
-    view_blocks: frozenset[int | None] = frozenset({None})  # the grad-mode regions of it and each view it is of
+    view_blocks: frozenset[int | None] = frozenset({None})
 
 
 def reads_of(layer: Any, index: int) -> list[int]:
@@ -56,7 +56,7 @@ def grad_blocks(layers: Sequence[Any], checkpoints: Sequence[Any]) -> list[int |
     one checkpoint (or outside them), which the source writes as one ``with`` block; None for a layer without one."""
     blocks: list[int | None] = []
     for index, layer in enumerate(layers):
-        mode = getattr(layer, "grad_mode", None)
+        mode = layer.grad_mode
         joins = (
             index > 0
             and mode is not None
@@ -118,11 +118,11 @@ class _Flowing:
             or (flow is None and kind.trainable(layer.params) and not layer.frozen)
         )
         if flow is None or flow.fresh:
-            value = Value(shape, len(self.values), region, True, False, requires_grad, block, frozenset({block}))
+            value = Value(shape, len(self.values), region, True, False, requires_grad, frozenset({block}))
         else:  # a view of x, or x updated
             contiguous = x.contiguous and (flow.contiguous is None or flow.contiguous(layer.params, x.shape))
             overlapping, requires_grad = x.overlapping or flow.overlaps, requires_grad and not flow.detaches
-            value = Value(shape, x.base, region, contiguous, overlapping, requires_grad, block, x.view_blocks | {block})
+            value = Value(shape, x.base, region, contiguous, overlapping, requires_grad, x.view_blocks | {block})
         if flow is None or flow.saves:  # a layer's backward may read what it read (conservatively: any layer's does)
             self.saved |= {self.values[read].base for read in reads}
         if flow is None or flow.saves_value:
