@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from fuzz.cache import cache_root
+from fuzz.cache import cache_root, write_atomically
 from fuzz.generate import axes
 from fuzz.generate.kind import Flow, LayerKind, Param
 from fuzz.generate.ops import render
@@ -172,9 +171,7 @@ def _calls_and_left_out() -> tuple[tuple[UpdateCall, ...], dict[str, str]]:
         return tuple(calls), data[1]
     calls, left = _checked(inplace)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps([[vars(call) for call in calls], left]))
-    os.replace(tmp, path)  # workers checking at once: the last rename wins, all write the same
+    write_atomically(path, json.dumps([[vars(call) for call in calls], left]))  # (workers at once all write the same)
     return tuple(calls), left
 
 

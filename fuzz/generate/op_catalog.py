@@ -15,7 +15,6 @@ import contextlib
 import hashlib
 import inspect
 import json
-import os
 import random
 import warnings
 import zlib
@@ -26,7 +25,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from fuzz.cache import cache_root
+from fuzz.cache import cache_root, write_atomically
 from fuzz.generate import axes, literals, ops
 from fuzz.generate.literals import NotLiteral, encode, explicit_arguments, shape_free, size_order
 from fuzz.generate.spec_parts import DTYPES
@@ -358,9 +357,7 @@ def catalog() -> Catalog:
         return _from_dict(json.loads(path.read_text()))
     built = build_catalog()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(_to_dict(built)))
-    os.replace(tmp, path)  # workers building at once: the last rename wins, all write the same
+    write_atomically(path, json.dumps(_to_dict(built)))  # (workers building at once all write the same)
     return built
 
 

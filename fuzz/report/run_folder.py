@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fuzz.cache import write_atomically
+
 if TYPE_CHECKING:
     from fuzz.generate.spec import NetSpec
     from fuzz.report.stats import CampaignStats
@@ -53,13 +55,6 @@ def find_run(root: Path, run: str | None = None) -> Path:
     runs = sorted(path.parent.name for path in root.glob(f"*/{SUMMARY}") if not path.parent.is_symlink())
     listed = f"runs under {root}: {', '.join(runs[-5:])}" if runs else f"no run under {root}"
     raise FileNotFoundError(f"no run folder with a {SUMMARY} at {run or root / LATEST}; {listed}")
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename: readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 class RunFolder:
