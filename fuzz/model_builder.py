@@ -18,7 +18,7 @@ from torch import nn
 
 from fuzz.generate import blocks
 from fuzz.generate.layers import LAYER_KINDS
-from fuzz.generate.program_source import program_forward_and_methods
+from fuzz.generate.program_source import input_lines, program_forward_and_methods
 from fuzz.generate.source_calls import INDENT, applied, call, checkpoint_kwargs, checkpoint_options, method
 from fuzz.generate.spec import CheckpointSpec, NetSpec
 from fuzz.generate.spec_parts import AUTOCAST_DTYPE
@@ -66,11 +66,12 @@ class TrainingSteps:
 
 @dataclass
 class Example:
-    """A built network with its input (float features or integer tokens) and the cotangent for its backward;
+    """A built network with its input (float features or integer tokens; a program's several inputs: a tuple,
+    `fuzz.run.passes.call_on`) and the cotangent for its backward;
     ``training``: the later training steps of a spec that trains (None: one forward and backward)."""
 
     net: nn.Module
-    input: torch.Tensor
+    input: torch.Tensor | tuple[torch.Tensor, ...]
     cotangent: torch.Tensor
     training: TrainingSteps | None = None
 
@@ -228,7 +229,7 @@ def make_example(checkpointing=True):
     torch.manual_seed(SEED)
     net = (Net if checkpointing else PlainNet)().to(device=DEVICE, dtype=DTYPE){wrapping}
     generator = torch.Generator().manual_seed(SEED)
-    x = {input_expression(spec, "INPUT_SHAPE")}
+    x = {input_expression(spec, "INPUT_SHAPE")}{"".join(f"{chr(10)}{INDENT}{line}" for line in input_lines(spec))}
     cotangent = {cotangent_expression(spec, "OUTPUT_SHAPE")}
     return net, x, cotangent
 {_training_source(spec)}'''

@@ -189,6 +189,47 @@ VIEW_KINDS = (
 )  # fmt: skip
 
 
+def _fit_rows(params: Mapping[str, Any], incoming: Incoming) -> Mapping[str, Any]:
+    first = min(params["first"], incoming.batch - 1)
+    return {**params, "first": first, "count": max(1, min(params["count"], incoming.batch - first))}
+
+
+def _rows(params: Mapping[str, Any]) -> str:
+    """The row indices an indexed update writes, as a list literal (distinct: eager's result with repeated indices
+    and no accumulation is unspecified)."""
+    return str(list(range(params["first"], params["first"] + params["count"])))
+
+
+def _columns(params: Mapping[str, Any]) -> str:
+    return f"{params['start']}:{params['start'] + params['length']}"
+
+
+def _index_put(params: Mapping[str, Any], method: str) -> str:
+    rows = _rows(params)
+    return f"x.{method}((torch.tensor({rows}, device=x.device),), y[{rows}], accumulate={params['accumulate']})"
+
+
+_ROWS = (Param("first", "int", low=0, high=_MAX_INDEX), Param("count", "dim"))
+_COLUMNS = (Param("start", "offset"), Param("length", "dim"))
+
+
+def _indexed_update(
+    name: str, source: Any, params: tuple[Param, ...], fit: Any, twin: str | None = None, **flow: Any
+) -> LayerKind:
+    """An update of ``x`` from ``y`` by indexing, ``source(params)`` (a statement with ``statement``), that becomes its
+    ``twin`` where eager rejects it; without a twin, that twin itself (a fresh value)."""
+    return LayerKind(
+        name,
+        lambda p, w: source(p),
+        params,
+        functional=True,
+        drawn=False,
+        fit=fit,
+        inplace=twin is not None,
+        flow=Flow(reads=2, updates=twin is not None, twin=twin, **flow),
+    )
+
+
 def _flow_kind(name: str, source: str, flow: Flow, **options: Any) -> LayerKind:
     # An update is `inplace`: kept out of selective checkpointing, where eager rejects in-place updates.
     return LayerKind(
@@ -216,4 +257,54 @@ FLOW_KINDS = (
     _flow_kind("add_", "x.add_(y)", Flow(reads=2, updates=True, twin="add")),
     _flow_kind("mul_", "x.mul_(scale)", Flow(updates=True, twin="scale")),
     _flow_kind("sigmoid_", "x.sigmoid_()", Flow(updates=True, saves_value=True, twin="sigmoid")),
+)
+
+
+# Updates of a value from another of its shape by copy, indexed assignment (slices, a mask, index tensors),
+# index_put_ and masked_fill_: what code writes into state (a cache, an input that needs no grad). Each with its
+# out-of-place twin.
+INDEXED_KINDS = (
+    _flow_kind("copy_", "x.copy_(y)", Flow(reads=2, updates=True, twin="copied")),
+    _flow_kind("copied", "y.clone()", Flow(reads=2, fresh=True)),
+    _indexed_update("slice_assign", lambda p: f"x[:, {_columns(p)}] = y[:, {_columns(p)}]", _COLUMNS, _fit_slice,
+                    "slice_assigned", statement=True),
+    _indexed_update("slice_assigned", lambda p: f"torch.cat([x[:, :{p['start']}], y[:, {_columns(p)}], "
+                    f"x[:, {p['start'] + p['length']}:]], 1)", _COLUMNS, _fit_slice, fresh=True),
+    _flow_kind("mask_assign", "x[y > 0] = y[y > 0]", Flow(reads=2, updates=True, twin="mask_assigned",
+                                                         statement=True)),
+    _flow_kind("mask_assigned", "torch.where(y > 0, y, x)", Flow(reads=2, fresh=True)),
+    _indexed_update("rows_assign", lambda p: f"x[{_rows(p)}] = y[{_rows(p)}]", _ROWS, _fit_rows, "rows_assigned",
+                    statement=True),
+    _indexed_update("rows_assigned", lambda p: _index_put({**p, "accumulate": False}, "index_put"), _ROWS,
+                    _fit_rows, fresh=True),
+    _indexed_update("index_put_", lambda p: _index_put(p, "index_put_"), (*_ROWS, Param("accumulate", "flag")),
+                    _fit_rows, "index_put"),
+    _indexed_update("index_put", lambda p: _index_put(p, "index_put"), (*_ROWS, Param("accumulate", "flag")),
+                    _fit_rows, fresh=True),
+    _flow_kind("masked_fill_", "x.masked_fill_(y > 0, scale)",
+               Flow(reads=2, updates=True, twin="masked_fill", masks=True)),
+    _flow_kind("masked_fill", "x.masked_fill(y > 0, scale)", Flow(reads=2, fresh=True, masks=True)),
+)  # fmt: skip
+
+# A program's inputs beyond its first (`fuzz.generate.program`): ``state_input``, a new (batch, width) argument that
+# requires grad or not; ``input_view``, an argument that is a column slice of an earlier input's tensor (two
+# arguments sharing memory, overlapping or not). Their source is the argument itself (`fuzz.generate.program_source`).
+INPUT_KINDS = (
+    _view_kind(
+        "state_input",
+        lambda p, w: "x",
+        (Param("width", "dim"), Param("requires_grad", "flag")),
+        lambda p, i: _rows_and_width(i, i.batch, p["width"]),
+        fresh=True,
+        input=True,
+    ),
+    _view_kind(
+        "input_view",
+        lambda p, w: "x",
+        _COLUMNS,
+        lambda p, i: _rows_and_width(i, i.batch, p["length"]),
+        _fit_slice,
+        lambda p, i: p["length"] == i.width,
+        input=True,
+    ),
 )

@@ -84,7 +84,10 @@ class Flow:
     ``needs_contiguous``: ``x`` must be contiguous (``view``, ``as_strided``; a ``reshape`` of it would copy);
     ``overlaps``: elements of it share memory (an expand: eager rejects updating it). ``plain``: the kind of today's
     three data-flow updates a node of the op catalog's stands for when reduction tries the simplest network
-    (`fuzz.generate.reduce`). ``detaches``: its value never requires grad (a ``detach``).
+    (`fuzz.generate.reduce`). ``detaches``: its value never requires grad (a ``detach``). ``statement``: its source is
+    a statement updating ``x`` (an indexed assignment), its value ``x``. ``input``: its value is an argument of the
+    network's forward, made before the call (`fuzz.generate.flow.INPUT_KINDS`). ``masks``: it reads ``y`` only as a
+    mask (no grad flows from it: ``masked_fill_``).
     """
 
     reads: int = 1
@@ -98,6 +101,9 @@ class Flow:
     overlaps: bool = False
     plain: str | None = None
     detaches: bool = False
+    statement: bool = False
+    input: bool = False
+    masks: bool = False
 
 
 @dataclass(frozen=True)

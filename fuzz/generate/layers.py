@@ -19,7 +19,7 @@ import math
 
 from fuzz.generate import ops
 from fuzz.generate.catalog_flow import CATALOG_FLOW_KINDS
-from fuzz.generate.flow import FLOW_KINDS, VIEW_KINDS
+from fuzz.generate.flow import FLOW_KINDS, INDEXED_KINDS, INPUT_KINDS, VIEW_KINDS
 from fuzz.generate.kind import LayerKind, Param
 from fuzz.generate.layer_sources import (
     ACTIVATION,
@@ -160,8 +160,11 @@ LAYER_KINDS: dict[str, LayerKind] = {
         LayerKind("stand_in", lambda p, d: ops.stand_in_source(p), (Param("args", "literal"),
                   Param("function", "choice", ops.STAND_INS)), functional=True, helpers=ops.HELPERS, layout="any",
                   drawn=False),
-        # Program nodes again: torch's view ops, the op catalog's in-place calls as updates and their twins.
+        # Program nodes again: torch's view ops, the op catalog's in-place calls as updates and their twins, indexed
+        # updates and their twins, a program's further inputs.
         *VIEW_KINDS,
         *CATALOG_FLOW_KINDS,
+        *INDEXED_KINDS,
+        *INPUT_KINDS,
     )
 }  # fmt: skip

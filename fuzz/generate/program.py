@@ -17,11 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fuzz.generate.flow import VIEW_KINDS
+from fuzz.generate.flow import INDEXED_KINDS, VIEW_KINDS
 from fuzz.generate.kind import Incoming, is_int
 from fuzz.generate.layers import LAYER_KINDS
 
 VIEW_NAMES = frozenset(kind.name for kind in VIEW_KINDS)
+INDEXED_UPDATE_NAMES = frozenset(kind.name for kind in INDEXED_KINDS if kind.flow.updates)
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,8 @@ class Value:
     """A value of a program: its shape (``batch`` rows of ``width``), the value owning its storage (itself, unless
     it is a view or an updated value), the checkpoint it is made in (None outside checkpoints), whether it is
     contiguous (False where it may not be), whether its elements may share memory (a view of an expand), whether it
-    requires grad and the grad-mode regions (`grad_blocks`; None: under the network's own mode) it and each view it
-    is of were made in."""
+    requires grad, the grad-mode regions (`grad_blocks`; None: under the network's own mode) it and each view it
+    is of were made in, and whether it is a network input's own tensor (value 0, a ``state_input``: a leaf)."""
 
     shape: Incoming
     base: int
@@ -39,6 +40,7 @@ class Value:
     overlapping: bool = False
     requires_grad: bool = True
     view_blocks: frozenset[int | None] = frozenset({None})
+    leaf: bool = False
 
 
 def reads_of(layer: Any, index: int) -> list[int]:
@@ -75,10 +77,13 @@ class _Flowing:
     """The values made so far, and what eager's rules on in-place updates need to know about them."""
 
     def __init__(self, incoming: Incoming, modes: dict[int, str] | None = None) -> None:
-        self.values = [Value(incoming, 0, None)]
+        self.values = [Value(incoming, 0, None, leaf=True)]
         self.modes = modes or {}  # grad-mode region (its first layer) -> its mode
         self.saved: set[int] = set()  # bases some layer saved for backward
         self.read_by_region: set[int] = set()  # bases some checkpoint took as an input
+        self.tensors = [0]  # each value's Python tensor (the first value that is it: an update's value is its target)
+        self.base_grads = {0: True}  # whether each base's memory requires grad by now
+        self.grad_given: dict[int, tuple[int, int]] = {}  # base -> (the update that gave it grad, its tensor)
 
     def update_problem(
         self, reads: list[int], region: int | None, block: int | None = None, saves: bool = False
@@ -97,12 +102,20 @@ class _Flowing:
             return f"updates value {reads[0]}, whose elements share memory (a view of an expand: eager rejects it)"
         if target.base == 0:
             return "updates the network's input in place (a leaf that requires grad: eager rejects it)"
+        if self.values[target.base].leaf and self.values[target.base].requires_grad:
+            return f"updates input {target.base}, which requires grad, in place (a leaf or its view: eager rejects it)"
         if target.base in self.saved:
             return f"updates value {reads[0]} in place after a layer saved it for backward (eager's backward fails)"
         if region is not None and self.values[target.base].region != region:
             return f"updates value {reads[0]}, made outside its checkpoint, in place (the recomputation would differ)"
         if target.base in self.read_by_region:
             return f"updates value {reads[0]} in place after a checkpoint took it (its recomputation would differ)"
+        if (given := self.grad_given.get(target.base)) and target.base != self.tensors[reads[0]] != given[1]:
+            if self.tensors[reads[0]] < given[0]:
+                return (
+                    f"updates value {reads[0]} in place, a view made before an update of its memory gave it grad "
+                    "(eager takes the view for a leaf that requires grad)"
+                )
         if len(reads) > 1 and reads[1] != reads[0] and self.values[reads[1]].base == target.base:
             return f"adds value {reads[1]} to value {reads[0]} in place, which share memory (eager rejects it)"
         if len(reads) > 1 and reads[1] == reads[0] and saves:
@@ -114,15 +127,26 @@ class _Flowing:
         kind, x = LAYER_KINDS[layer.kind], self.values[reads[0]]
         flow, shape = kind.flow, kind.output(layer.params, x.shape)
         requires_grad = self.modes.get(block) not in _NO_GRAD_MODES and (
-            any(self.values[read].requires_grad for read in reads)
+            any(self.values[read].requires_grad for read in (reads[:1] if flow and flow.masks else reads))
             or (flow is None and kind.trainable(layer.params) and not layer.frozen)
         )
-        if flow is None or flow.fresh:
+        if flow is not None and flow.input and flow.fresh:  # a state_input: a leaf argument
+            requires_grad = layer.params["requires_grad"]
+            value = Value(shape, len(self.values), None, requires_grad=requires_grad, leaf=True)
+        elif flow is None or flow.fresh:
             value = Value(shape, len(self.values), region, True, False, requires_grad, frozenset({block}))
         else:  # a view of x, or x updated
             contiguous = x.contiguous and (flow.contiguous is None or flow.contiguous(layer.params, x.shape))
             overlapping, requires_grad = x.overlapping or flow.overlaps, requires_grad and not flow.detaches
             value = Value(shape, x.base, region, contiguous, overlapping, requires_grad, x.view_blocks | {block})
+        if flow is not None and flow.updates:
+            self.tensors.append(self.tensors[reads[0]])
+            if requires_grad and not self.base_grads[value.base]:
+                self.grad_given[value.base] = (len(self.values), self.tensors[reads[0]])
+            self.base_grads[value.base] = self.base_grads[value.base] or requires_grad
+        else:
+            self.tensors.append(len(self.values))
+            self.base_grads.setdefault(value.base, value.requires_grad)
         if flow is None or flow.saves:  # a layer's backward may read what it read (conservatively: any layer's does)
             self.saved |= {self.values[read].base for read in reads}
         if flow is None or flow.saves_value:
@@ -243,6 +267,31 @@ def program_problems(spec: Any) -> list[str]:
     return problems
 
 
+def is_input(layers: Sequence[Any], value: int) -> bool:
+    """Whether ``value`` is one of a program's inputs: value 0, or the value of a ``state_input`` or ``input_view``."""
+    return value == 0 or bool((flow := LAYER_KINDS[layers[value - 1].kind].flow) and flow.input)
+
+
+def input_problems(spec: Any) -> list[str]:
+    """What a program gets wrong about its inputs beyond the first (`fuzz.generate.flow.INPUT_KINDS`): each is an
+    argument, made before the call (outside checkpoints and grad modes; an ``input_view`` of an input's tensor), and
+    a network of several inputs makes one forward and backward (no training steps)."""
+    problems = []
+    for index, layer in enumerate(spec.layers):
+        if not is_input(spec.layers, index + 1):
+            continue
+        if region_of(spec.checkpoints, index) is not None or layer.grad_mode is not None:
+            problems.append(f"layers[{index}] ({layer.kind}): an input is an argument: no checkpoint, no grad mode")
+        if layer.kind == "input_view" and not is_input(spec.layers, layer.reads[0]):
+            problems.append(
+                f"layers[{index}] (input_view): reads value {layer.reads[0]}, which is not an input (an input_view is "
+                "an argument viewing another argument's tensor: read value 0 or a state_input's or input_view's)"
+            )
+        if spec.training is not None:
+            problems.append(f"layers[{index}] ({layer.kind}): a program of several inputs does not train")
+    return problems
+
+
 def reads_problems(layers: Sequence[Any], index: int, shapes: Sequence[Incoming]) -> list[str]:
     """What layer ``index`` of a program gets wrong in what it reads (every layer of a program lists it: as many
     earlier values as its kind reads, of one shape); ``shapes``: those of values ``0 .. index``."""
@@ -298,6 +347,17 @@ def flow_traits(spec: Any) -> list[str]:
         }
     )
     present["program output needing no grad"] = not all(made[value].requires_grad for value in outputs_of(spec))
+    inputs = [value for value in range(1, len(made)) if is_input(spec.layers, value)]
+    input_bases = {made[value].base for value in [0, *inputs]}
+    updated_inputs = [base for base in bases if base in input_bases]
+    flowing = _walk(spec.layers, spec.checkpoints, spec._input(), repair=False)[1]
+    present["program several inputs"] = bool(inputs)
+    present["program input needing no grad"] = any(not made[value].requires_grad for value in inputs)
+    present["program inputs viewing one another"] = any(spec.layers[v - 1].kind == "input_view" for v in inputs)
+    present["program update of an input"] = bool(updated_inputs)
+    present["program two updates of one input"] = len(set(updated_inputs)) < len(updated_inputs)
+    present["program input given grad by an update"] = bool(input_bases & set(flowing.grad_given))
+    indexed = sorted({spec.layers[i].kind for i in updates if spec.layers[i].kind in INDEXED_UPDATE_NAMES})
     return [
         "program",
         *(label for label, holds in present.items() if holds),
@@ -306,6 +366,7 @@ def flow_traits(spec: Any) -> list[str]:
         *(f"program view {name}" for name in views),
         *(["program catalog update"] if catalog_updates else []),
         *(f"program catalog update {target}" for target in catalog_updates),
+        *(f"program indexed update {name}" for name in indexed),
     ]
 
 

@@ -10,6 +10,7 @@ import re
 import tokenize
 
 from fuzz.generate import program
+from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.source_calls import INDENT, applied, call, method
 from fuzz.generate.spec import NetSpec
 from fuzz.generate.spec_parts import AUTOCAST_DTYPE
@@ -51,10 +52,7 @@ def _node_lines(spec: NetSpec, span: range) -> list[str]:
     blocks, lines = program.grad_blocks(spec.layers, spec.checkpoints), []
     for block, run in itertools.groupby(span, key=lambda i: blocks[i]):
         indexes = list(run)
-        body = [
-            f"v{i + 1} = {_on(applied(spec, i), [f'v{read}' for read in program.reads_of(spec.layers[i], i)])}"
-            for i in indexes
-        ]
+        body = [line for i in indexes for line in _node(spec, i)]
         if block is None:
             lines += body
             continue
@@ -64,6 +62,45 @@ def _node_lines(spec: NetSpec, span: range) -> list[str]:
             entered = f"v{program.reads_of(spec.layers[indexes[0]], indexes[0])[0]}"
             lines += [f"v{i + 1} = {_AFTER_BLOCK[mode].format(name=f'v{i + 1}', entered=entered)}" for i in indexes]
     return lines
+
+
+def _node(spec: NetSpec, index: int) -> list[str]:
+    """Layer ``index`` on the values it reads, as ``v{index+1} = ...``: an input its argument (`input_arguments`), an
+    indexed assignment its statement, then the value it updated."""
+    names = [f"v{read}" for read in program.reads_of(spec.layers[index], index)]
+    flow = LAYER_KINDS[spec.layers[index].kind].flow
+    if flow is not None and flow.input:
+        return [f"v{index + 1} = s{index + 1}"]
+    if flow is not None and flow.statement:
+        return [_on(applied(spec, index), names), f"v{index + 1} = {names[0]}"]
+    return [f"v{index + 1} = {_on(applied(spec, index), names)}"]
+
+
+def input_arguments(spec: NetSpec) -> list[str]:
+    """The names of a program's inputs beyond ``x``, its forward's further arguments: ``s{k}`` for input value k."""
+    return [f"s{value}" for value in range(1, len(spec.layers) + 1) if program.is_input(spec.layers, value)]
+
+
+def input_lines(spec: NetSpec) -> list[str]:
+    """``make_example``'s lines making a program's further inputs from ``generator`` after ``x``, then ``x`` the tuple
+    of all of them (none for a program of one input): a ``state_input`` drawn like ``x``, an ``input_view`` a column
+    slice of the input it reads."""
+    arguments = input_arguments(spec)
+    if not arguments:
+        return []
+    made = program.values(spec.layers, spec.checkpoints, spec._input())
+    lines = []
+    for name in arguments:
+        layer = spec.layers[int(name[1:]) - 1]
+        if layer.kind == "input_view":
+            read = layer.reads[0]
+            columns = f"{layer.params['start']}:{layer.params['start'] + layer.params['length']}"
+            lines.append(f"{name} = {f's{read}' if read else 'x'}[:, {columns}]")
+            continue
+        shape = (made[int(name[1:])].shape.batch, layer.params["width"])
+        draw = f"torch.ones({shape})" if spec.inputs == "ones" else f"torch.randn({shape}, generator=generator)"
+        lines.append(f"{name} = {draw}.to(device=DEVICE, dtype=DTYPE).requires_grad_({layer.params['requires_grad']})")
+    return [*lines, f"x = (x, {', '.join(arguments)})"]
 
 
 def _with_scale(lines: list[str]) -> list[str]:
@@ -101,4 +138,5 @@ def program_forward_and_methods(spec: NetSpec, checkpointing: bool) -> list[str]
         index = ckpt.stop
     flat = [f"v{value}.reshape(-1)" for value in program.outputs_of(spec)]
     returns = flat[0] if len(flat) == 1 else f"torch.cat([{', '.join(flat)}])"
-    return methods + method("forward", _with_scale(forward), returns=returns)
+    signature = ", ".join(["x", *input_arguments(spec)])
+    return methods + method("forward", _with_scale(forward), signature, returns=returns)

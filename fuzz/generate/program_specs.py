@@ -35,16 +35,18 @@ from fuzz.generate.spec_parts import GRAD_MODES
 MAX_NODES = 8
 # The data-flow kinds a program draws (`fuzz.generate.flow`) by family, each family as likely: copies, views (the
 # first three first: what a view shrinks to, then torch's other view ops), arithmetic on two values, in-place
-# updates, and in-place updates by the op catalog's calls (`fuzz.generate.catalog_flow`; last: shrinking goes
-# toward the first families).
+# updates, in-place updates by the op catalog's calls (`fuzz.generate.catalog_flow`) and indexed updates
+# (`fuzz.generate.flow.INDEXED_KINDS`; last: shrinking goes toward the first families).
 FLOW_FAMILIES = (
     ("clone", "scale"),
     ("alias", "slice", "transpose", *(kind.name for kind in VIEW_KINDS)),
     ("add", "mul"),
     ("add_", "mul_", "sigmoid_"),
     ("update_op", "update_op2"),
+    ("copy_", "slice_assign", "mask_assign", "rows_assign", "index_put_", "masked_fill_"),
 )
-# The vocabulary before the view ops and catalog updates (``catalog_nodes=False``): the first three of each family.
+# The vocabulary before the view ops, catalog and indexed updates (``catalog_nodes=False``): the first three of each
+# of the first four families.
 FIRST_FLOW_FAMILIES = tuple(family[:3] for family in FLOW_FAMILIES[:4])
 
 
@@ -59,8 +61,9 @@ def _partner(draw: st.DrawFn, kind: LayerKind, x: int, flowing: Sequence[program
     if kind.flow.updates:  # eager rejects an update from an overlapping tensor (from itself too, if it saves them)
         partners = [v for v in partners if (v == x and not kind.flow.saves) or flowing[v].base != flowing[x].base]
         partners = partners or [x]  # (repaired into its out-of-place twin)
-    # Aliases of x last, the likeliest: two views of one tensor entering a checkpoint, or an update.
-    partners.sort(key=lambda v: v != x and flowing[v].base == flowing[x].base)
+    # Aliases of x last, the likeliest: two views of one tensor entering a checkpoint, or an update; before them, values
+    # that require grad (an update of a value that needs none, state, from one that does gives it grad).
+    partners.sort(key=lambda v: (v != x and flowing[v].base == flowing[x].base, flowing[v].requires_grad))
     return _earlier(draw, partners)
 
 
@@ -113,6 +116,13 @@ def _program_nodes(
         targets = program.updatable(layers, ckpts, incoming, program.region_of(ckpts, len(layers)))
         # Values with aliases last, the likeliest: a second update of one tensor, through another view of it.
         targets.sort(key=lambda v: sum(value.base == flowing[v].base for value in flowing))
+        # Half the time, an input's memory where eager lets one be updated (outside checkpoints: an input is made
+        # outside them): state, as code updates a cache it is passed.
+        inputs = {flowing[v].base for v in every if program.is_input(layers, v)}
+        outside = checkpoints_from_placements([*placements, ("outside", None)], [*layers, LayerSpec(kind.name)])
+        of_inputs = [v for v in program.updatable(layers, outside, incoming, None) if flowing[v].base in inputs]
+        if of_inputs and draw(st.booleans()):
+            placement, targets = ("outside", None), of_inputs
         if not targets:  # nothing eager lets it update yet: a clone, updated
             clone = LayerSpec("clone", reads=[_earlier(draw, every)])
             nodes, targets = [(clone, placement)], [len(flowing)]
@@ -134,6 +144,27 @@ def _program_nodes(
         params = dict(kind.fit(drawn, flowing[x].shape))
     nodes.append((LayerSpec(kind.name, params, reads=reads), placement))
     return nodes, draw(st.integers(0, 3)) > 0
+
+
+@st.composite
+def _further_inputs(draw: st.DrawFn, incoming: Incoming, max_dim: int) -> list[LayerSpec]:
+    """A program's first layers, its further inputs (arguments, made before the call: `fuzz.generate.flow.INPUT_KINDS`),
+    half the time: up to three, each a ``state_input`` of the first input's width or of its own, needing no grad (the
+    simplest, state) or grad, or an ``input_view``, columns of an earlier input. Shrinks to none."""
+    if not draw(st.booleans()):
+        return []
+    layers: list[LayerSpec] = []
+    view = LAYER_KINDS["input_view"]
+    for _ in range(draw(st.integers(1, 3))):
+        made = program.values(layers, [], incoming)
+        if layers and draw(st.booleans()):
+            x = _earlier(draw, range(len(made)))
+            drawn = {p.name: draw(param_values(p, made[x].shape.width, max_dim)) for p in view.params}
+            layers.append(LayerSpec(view.name, dict(view.fit(drawn, made[x].shape)), reads=[x]))
+            continue
+        width = incoming.width if draw(st.booleans()) else draw(st.integers(1, max_dim))
+        layers.append(LayerSpec("state_input", {"width": width, "requires_grad": draw(st.booleans())}, reads=[0]))
+    return layers
 
 
 def _grad_mode(draw: st.DrawFn, previous: str | None, dtype: str, grad_modes: Sequence[str]) -> str | None:
@@ -176,9 +207,10 @@ def program_specs(
     # The op family rarely: a program is about how values flow, and the op family has its own draws.
     op_calls = draw(op_swarm(dtype, [k for k in OP_KINDS if k in chosen], ops)) if rarely(draw) else []
     incoming = Incoming(draw(st.integers(1, 4)), draw(st.integers(1, max_dim)), None, dtype, device)
-    placed: list[tuple[LayerSpec, Any]] = []
+    inputs = draw(_further_inputs(incoming, max_dim)) if catalog_nodes else []
+    placed: list[tuple[LayerSpec, Any]] = [(layer, ("outside", None)) for layer in inputs]
     more = True
-    while more and len(placed) < max_nodes:
+    while more and len(placed) < max_nodes + len(inputs):
         nodes, more = draw(_program_nodes(usable, placed, incoming, max_dim, op_calls, catalog_nodes))
         mode = _grad_mode(draw, placed[-1][0].grad_mode if placed else None, dtype, grad_modes)
         placed += [(replace(layer, grad_mode=mode), placement) for layer, placement in nodes]

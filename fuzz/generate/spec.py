@@ -292,6 +292,8 @@ def _validate_layers(spec: NetSpec) -> None:
         for problem in ckpt.problems(index, spec.layers, previous_stop, LAYER_KINDS):
             raise SpecError(problem)
         previous_stop = ckpt.stop
+    for problem in program.input_problems(spec) if spec.is_program else ():
+        raise SpecError(problem)
     for problem in program.update_problems(spec.layers, spec.checkpoints, spec._input()) if spec.is_program else ():
         raise SpecError(problem)
     for index in program.inference_in_selective(spec.layers, spec.checkpoints) if spec.is_program else ():

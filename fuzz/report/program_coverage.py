@@ -1,4 +1,5 @@
-"""The program family's part of the terminal summary: its view ops, the op catalog's updates and grad modes."""
+"""The program family's part of the terminal summary: its view ops, the op catalog's updates, grad modes, indexed
+updates and inputs as state."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from typing import Any
 
 
 def program_structure_lines(summary: dict[str, Any]) -> list[str]:
-    """The program family's view ops, catalog updates and grad modes: valid examples with each, and those thunder fell
-    back on."""
+    """The program family's view ops, catalog updates, grad modes, indexed updates and inputs as state: valid examples
+    with each, and those thunder fell back on."""
     coverage, fell_back = summary["coverage"], summary.get("fell_back_coverage", {})
 
     def cells(prefix: str) -> str:
@@ -31,4 +32,19 @@ def program_structure_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(
             f"program grad modes: {modes}; an output needing no grad in {cell('program output needing no grad')}"
         )
+    if indexed := cells("program indexed update "):
+        lines.append(f"program indexed updates: {indexed}")
+    if coverage.get("program several inputs"):
+        inputs = ", ".join(
+            f"{label.removeprefix('program ')} {cell(label)}"
+            for label in (
+                "program several inputs",
+                "program input needing no grad",
+                "program inputs viewing one another",
+                "program update of an input",
+                "program two updates of one input",
+                "program input given grad by an update",
+            )
+        )
+        lines.append(f"program inputs as state: {inputs}")
     return lines

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from fuzz.model_builder import Example
-from fuzz.run.passes import AFTER_FORWARD, fresh_input, gradients_and_state, mutable_state
+from fuzz.run.passes import AFTER_FORWARD, call_on, fresh_input, gradients_and_state, mutable_state
 from fuzz.run.runner import THUNDER_PHASE, CompileReport, compile_report, forget_compilations, in_phase, ours
 
 
@@ -36,7 +36,7 @@ class Batched(nn.Module):
     def forward(self, *xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         outputs = []
         for net, x in zip(self.members, xs, strict=True):
-            outputs.append(net(x))
+            outputs.append(call_on(net, x))
             torch._dynamo.graph_break()
         return tuple(outputs)
 

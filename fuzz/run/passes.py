@@ -74,7 +74,7 @@ class Training:
             starts.append(_state(net))
             optimizer.zero_grad(set_to_none=True)
             torch.manual_seed(0)
-            net(fresh_input(x_k)).backward(cotangent_k)
+            call_on(net, fresh_input(x_k)).backward(cotangent_k)
             optimizer.step()
         return Training(self.optimizer, self.batches, starts)
 
@@ -130,7 +130,7 @@ class SavedForBackward:
     saves its region's inputs; what it recomputes, its own hooks hold, unseen here)."""
 
     def __init__(self, net, x):
-        tensors = [*net.parameters(), *net.buffers(), x]
+        tensors = [*net.parameters(), *net.buffers(), *input_tensors(x)]
         self._excluded = {t.untyped_storage().data_ptr() for t in tensors}
         self.storages, self.measured = {}, False
         # A generator's state (a uint8 vector), which a checkpoint keeps to replay its region's random numbers: eager's
@@ -167,12 +167,12 @@ class SavedForBackward:
     def measuring(self, fn):
         """``fn``, measuring what its first call saves (later calls, a training run's later steps, run as they are)."""
 
-        def measured(x):
+        def measured(*x):
             if self.measured:
-                return fn(x)
+                return fn(*x)
             self.measured = True
             with torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t):
-                output = fn(x)
+                output = fn(*x)
             # The output is alive for backward anyway (thunder saves a region's last output where eager recomputes it).
             self._count(output, lambda key, size: self.storages.pop(key, None))
             return output
@@ -184,16 +184,25 @@ def saved_by(fn, net, x):
     """The `SavedForBackward` of one seeded forward ``fn(x)`` of ``net`` (its `error` for the caller to raise)."""
     meter = SavedForBackward(net, x)
     torch.manual_seed(0)
-    meter.measuring(fn)(x)
+    call_on(meter.measuring(fn), x)
     return meter
 
 
 def mutable_state(net, x, suffix):
-    """Copies of what a run may mutate, keyed "<name><suffix>": a float input and every buffer (as float64
-    when it is an integer count)."""
-    tensors = {"input": x} if x.is_floating_point() else {}
+    """Copies of what a run may mutate, keyed "<name><suffix>": each float input and every buffer (as float64
+    when it is an integer count); of a program's several inputs, whether each requires grad too."""
+    inputs = dict(zip(input_names(x), input_tensors(x), strict=True))
+    tensors = {name: t for name, t in inputs.items() if t.is_floating_point()}
     tensors.update((f"buffer {name.replace(_WRAPPED, '')}", buffer) for name, buffer in net.named_buffers())
-    return {name + suffix: _kept(t) for name, t in tensors.items()}
+    state = {name + suffix: _kept(t) for name, t in tensors.items()}
+    if isinstance(x, tuple):  # a program's inputs are state: whether each requires grad (an update may change it)
+        state.update((f"{name} requires grad{suffix}", _flag(t.requires_grad)) for name, t in inputs.items())
+    return state
+
+
+def _flag(holds):
+    """``holds`` as a float64 scalar judged like any state (1.0 or 0.0: a change is a mismatch beyond any tolerance)."""
+    return torch.tensor(float(holds), dtype=torch.float64)
 
 
 def _kept(t):
@@ -201,9 +210,48 @@ def _kept(t):
     return t.detach().clone() if t.is_floating_point() else t.detach().double()
 
 
+def input_tensors(x):
+    """The tensors a network is called on: ``x``, or each of a program's inputs (a tuple: `call_on`)."""
+    return x if isinstance(x, tuple) else (x,)
+
+
+def input_names(x):
+    """The name of each of `input_tensors`: "input", then "input 1", "input 2"... (a program's value numbers)."""
+    return ["input" if index == 0 else f"input {index}" for index in range(len(input_tensors(x)))]
+
+
+def call_on(fn, x):
+    """``fn`` called on ``x``: a tensor, or a tuple of a program's inputs."""
+    return fn(*x) if isinstance(x, tuple) else fn(x)
+
+
+def rebuilt_input(x, make_base):
+    """``x`` (`input_tensors`) with each base tensor replaced by the leaf ``make_base(base)`` and each view of a base
+    taken again at the same offset and strides: inputs that view one another still do."""
+    if not isinstance(x, tuple):
+        return make_base(x)
+    made = {}
+    rebuilt = []
+    for t in x:
+        base = t if t._base is None else t._base
+        if id(base) not in made:
+            made[id(base)] = make_base(base)
+        new = made[id(base)]
+        rebuilt.append(new if t is base else new.as_strided(t.size(), t.stride(), t.storage_offset()))
+    return tuple(rebuilt)
+
+
 def fresh_input(x):
-    """A new leaf copy of ``x`` that requires grad exactly when ``x`` does."""
-    return x.detach().clone().requires_grad_(x.requires_grad)
+    """A new leaf copy of ``x`` that requires grad exactly when ``x`` does (of a tuple: its views of one another
+    kept)."""
+    return rebuilt_input(x, lambda t: t.detach().clone().requires_grad_(t.requires_grad))
+
+
+def cast_input(x, dtype):
+    """`fresh_input` of ``x``'s floating-point tensors in ``dtype`` (integer ones as they are)."""
+    return rebuilt_input(
+        x, lambda t: t.detach().to(dtype).clone().requires_grad_(t.requires_grad) if t.is_floating_point() else t
+    )
 
 
 def forward_backward(fn, net, x, cotangent, training=None):
@@ -219,8 +267,10 @@ def forward_backward(fn, net, x, cotangent, training=None):
     if training is not None:
         return _train(fn, net, x, cotangent, training)
     torch.manual_seed(0)
-    output = fn(x)
+    output = call_on(fn, x)
     after_forward = mutable_state(net, x, AFTER_FORWARD)
+    if isinstance(x, tuple):  # (whether the output requires grad is state too: eager's backward needs it to)
+        after_forward["output requires grad" + AFTER_FORWARD] = _flag(output.requires_grad)
     output.backward(cotangent)
     return output.detach(), gradients_and_state(net, x, after_forward)
 
@@ -228,7 +278,8 @@ def forward_backward(fn, net, x, cotangent, training=None):
 def gradients_and_state(net, x, after_forward: dict) -> dict:
     """After backward: the gradients of ``x`` and of ``net``'s parameters by name, with ``after_forward`` (the
     `mutable_state` after forward) and the state after backward (`forward_backward`'s mapping)."""
-    grads = {"input": x.grad}
+    # (An input a program updated in place from a value that requires grad is no leaf any more: no .grad of its own.)
+    grads = {name: t.grad if t.is_leaf else None for name, t in zip(input_names(x), input_tensors(x), strict=True)}
     grads.update((name.replace(_WRAPPED, ""), p.grad) for name, p in net.named_parameters())
     return {**grads, **after_forward, **mutable_state(net, x, AFTER_BACKWARD)}
 
@@ -237,8 +288,9 @@ def float64_reference(net, x, cotangent, training=None):
     """``forward_backward`` of a float64 copy of ``net`` on float64 copies of ``x``, ``cotangent`` and ``training``
     (each step from the same start as the example's, in float64)."""
     net = copy.deepcopy(net).double()
-    x = fresh_input(x.double()) if x.is_floating_point() else x
-    return forward_backward(net, net, x, cotangent.double(), training and training.to(torch.float64))
+    return forward_backward(
+        net, net, cast_input(x, torch.float64), cotangent.double(), training and training.to(torch.float64)
+    )
 
 
 def nudged_runs(net, x, cotangent, runs=NUDGES, training=None):
@@ -264,7 +316,7 @@ def nudged_runs(net, x, cotangent, runs=NUDGES, training=None):
         with torch.no_grad():
             for parameter in nudged.parameters():
                 parameter.copy_(nudge(parameter))
-        nudged_x = fresh_input(nudge(x.detach())).requires_grad_(x.requires_grad)
+        nudged_x = rebuilt_input(x, lambda t: nudge(t.detach()).requires_grad_(t.requires_grad))
         steps = None
         if training is not None:
             steps = Training(training.optimizer, [(nudge(x_k), c_k) for x_k, c_k in training.batches])
@@ -283,9 +335,10 @@ def _float32_twin(net, x, cotangent, training=None):
     """`forward_backward` of float32 copies of a float64 example; None where the network pins a dtype or the twin
     is not finite (no evidence of float64's rounding then)."""
     net = copy.deepcopy(net).float()
-    x = fresh_input(x.float()) if x.is_floating_point() else x
     try:
-        twin = forward_backward(net, net, x, cotangent.float(), training and training.to(torch.float32))
+        twin = forward_backward(
+            net, net, cast_input(x, torch.float32), cotangent.float(), training and training.to(torch.float32)
+        )
     except Exception:  # the network pins a dtype (an op's literal argument)
         return None
     return twin if finite(twin) else None
@@ -317,5 +370,4 @@ def one_precision_up(net, x, cotangent, training=None):
     same values."""
     dtype = ONE_PRECISION_UP[cotangent.dtype]
     net = copy.deepcopy(net).to(dtype)
-    x = fresh_input(x.to(dtype)) if x.is_floating_point() else x
-    return net, x, cotangent.to(dtype), training and training.to(dtype)
+    return net, cast_input(x, dtype), cotangent.to(dtype), training and training.to(dtype)

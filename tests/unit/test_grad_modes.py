@@ -15,6 +15,7 @@ from fuzz.generate.reduce import _candidates, _without_layer
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec, SpecError, validate
 from fuzz.judge.verdict import check_spec
 from fuzz.model_builder import build_example, network_source
+from fuzz.run.passes import call_on
 
 
 @settings(max_examples=150, database=None, suppress_health_check=[HealthCheck.too_slow], deadline=None)
@@ -23,7 +24,7 @@ def test_drawn_programs_with_grad_modes_say_whether_their_output_needs_grad_as_e
     validate(spec)
     assert NetSpec.from_json(spec.to_json()) == spec
     example = build_example(spec)
-    out = example.net(example.input)
+    out = call_on(example.net, example.input)
     assert out.requires_grad == program.an_output_requires_grad(spec)
     out.backward(example.cotangent)
 

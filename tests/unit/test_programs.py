@@ -20,6 +20,7 @@ from fuzz.model_builder import build_example, network_source
 from fuzz.registry.fixes import applied
 from fuzz.registry.issue import installed_thunder
 from fuzz.registry.novelty import fixes_on
+from fuzz.run.passes import call_on, input_tensors
 from tests.campaign_runs import run_campaign
 
 _FAST = settings(max_examples=150, database=None, suppress_health_check=[HealthCheck.too_slow], deadline=None)
@@ -43,10 +44,10 @@ def test_drawn_programs_are_valid_round_trip_and_run_eagerly_with_and_without_ch
     outputs = []
     for checkpointing in (True, False):
         example = build_example(spec, checkpointing)
-        out = example.net(example.input)
+        out = call_on(example.net, example.input)
         assert out.shape == spec.output_shape
         out.backward(example.cotangent)  # eager accepts every in-place update the program makes
-        outputs.append((out.detach(), example.input.grad))
+        outputs.append((out.detach(), input_tensors(example.input)[0].grad))
     torch.testing.assert_close(outputs[0], outputs[1])  # a checkpoint does not change what eager computes
 
 
