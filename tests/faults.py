@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
+import re
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -341,6 +342,59 @@ def _stale_parameters_faulty(splitter):
     return faulty
 
 
+class _ArgumentsFault(torch.nn.Module):
+    """A region thunder compiled, with a fault in how it takes the network's further arguments (a program's ``s1``,
+    ``s2``...: placeholders dynamo names ``l_s1_``...): ``fault(compiled, args, further)`` calls it, ``further`` the
+    positions of those arguments."""
+
+    def __init__(self, compiled, region: torch.fx.GraphModule, fault: Callable):
+        super().__init__()
+        self.compiled, self.fault = compiled, fault
+        self._lc_cs = compiled._lc_cs  # still thunder's compiled function to `thunder.last_traces` (the memory rule)
+        placeholders = [node.name for node in region.graph.nodes if node.op == "placeholder"]
+        self.further = [i for i, name in enumerate(placeholders) if re.fullmatch(r"l_s\d+_", name)]
+
+    def forward(self, *args):
+        return self.fault(self.compiled, list(args), self.further)
+
+
+def _further_inputs_lose_grad(compiled, args, further):
+    """Each further argument that requires grad taken as one that does not (its gradient lost)."""
+    return compiled(*(a.detach() if i in further else a for i, a in enumerate(args)))
+
+
+def _aliased_inputs_scaled(compiled, args, further):
+    """Each argument sharing memory with an earlier one read as 1.5 times its values (as if it were a copy, one that
+    a wrong update made)."""
+    storages = [a.untyped_storage().data_ptr() if isinstance(a, torch.Tensor) else None for a in args]
+    shared = [i for i, key in enumerate(storages) if key is not None and key in storages[:i]]
+    return compiled(*(a * 1.5 if i in shared else a for i, a in enumerate(args)))
+
+
+def _input_updates_lost(compiled, args, further):
+    """Each further argument that needs no grad left as it was before the call: thunder's in-place updates of the
+    network's inputs not written back to them (the values computed from the updates are still right)."""
+    before = {i: args[i].detach().clone() for i in further if not args[i].requires_grad}
+    result = compiled(*args)
+    with torch.no_grad():
+        for i, values in before.items():
+            args[i].copy_(values)
+    return result
+
+
+def _arguments_faulty(fault: Callable):
+    """thunderfx's splitter, each region it has thunder compile wrapped in `_ArgumentsFault` with ``fault``."""
+
+    def make(splitter):
+        def faulty(gm, thunder_jit, *args, **kwargs):
+            return splitter(gm, lambda region, *a, **k: _ArgumentsFault(thunder_jit(region, *a, **k), region, fault),
+                            *args, **kwargs)  # fmt: skip
+
+        return faulty
+
+    return make
+
+
 def _checkpoints_dropped_faulty(checkpoint_converter):
     """thunderfx's preparation of each region it hands to thunder, followed by a fault: every checkpoint is replaced
     by a plain call of its body, as a region that silently stopped being checkpointed (the same values and
@@ -451,6 +505,11 @@ PATCHES = {
     "no-grad-regions-tracked": (thunder.dynamo.splitter, "checkpoint_converter", _no_grad_regions_tracked_faulty),
     # Only from a compiled function's second call on: training steps (one forward and backward never calls it twice).
     "stale-parameters-from-second-step": (thunder.dynamo.compiler, "_splitter", _stale_parameters_faulty),
+    # Only a network of several inputs (a program's further inputs), one each: an input that requires grad, inputs
+    # sharing memory, an input updated in place.
+    "further-inputs-lose-grad": (thunder.dynamo.compiler, "_splitter", _arguments_faulty(_further_inputs_lose_grad)),
+    "aliased-inputs-x1.5": (thunder.dynamo.compiler, "_splitter", _arguments_faulty(_aliased_inputs_scaled)),
+    "input-updates-lost": (thunder.dynamo.compiler, "_splitter", _arguments_faulty(_input_updates_lost)),
     # Only the memory contract: the values and gradients are right, each region's intermediates saved for backward.
     "checkpoints-dropped": (thunder.dynamo.splitter, "checkpoint_converter", _checkpoints_dropped_faulty),
     # Converter-wide: every op inside checkpoints, in no op (a stand-in in its place fails alike).

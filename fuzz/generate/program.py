@@ -292,6 +292,30 @@ def input_problems(spec: Any) -> list[str]:
     return problems
 
 
+def input_update(spec: Any, index: int) -> frozenset[str]:
+    """What layer ``index`` does to the program's inputs when it updates an input's memory in place (empty for any
+    other layer): "input" always; "gives grad": the memory needed no grad and the update's value needs it;
+    "aliased": another input shares that memory (an ``input_view``); "through a view": it updates a view the program
+    made of the input, not an argument itself."""
+    flow = LAYER_KINDS[spec.layers[index].kind].flow
+    if flow is None or not flow.updates:
+        return frozenset()
+    flowing = _walk(spec.layers[: index + 1], spec.checkpoints, spec._input(), repair=False)[1]
+    made, target = flowing.values, spec.layers[index].reads[0]
+    arguments = [value for value in range(len(made)) if is_input(spec.layers, value)]
+    base = made[target].base
+    if base not in {made[value].base for value in arguments}:
+        return frozenset()
+    traits = {"input"}
+    if flowing.grad_given.get(base, (None,))[0] == index + 1:
+        traits.add("gives grad")
+    if sum(made[value].base == base for value in arguments) > 1:
+        traits.add("aliased")
+    if target not in arguments:
+        traits.add("through a view")
+    return frozenset(traits)
+
+
 def reads_problems(layers: Sequence[Any], index: int, shapes: Sequence[Incoming]) -> list[str]:
     """What layer ``index`` of a program gets wrong in what it reads (every layer of a program lists it: as many
     earlier values as its kind reads, of one shape); ``shapes``: those of values ``0 .. index``."""
@@ -348,15 +372,16 @@ def flow_traits(spec: Any) -> list[str]:
     )
     present["program output needing no grad"] = not all(made[value].requires_grad for value in outputs_of(spec))
     inputs = [value for value in range(1, len(made)) if is_input(spec.layers, value)]
-    input_bases = {made[value].base for value in [0, *inputs]}
-    updated_inputs = [base for base in bases if base in input_bases]
-    flowing = _walk(spec.layers, spec.checkpoints, spec._input(), repair=False)[1]
+    input_updates = {i: input_update(spec, i) for i in updates}
+    updated_inputs = [base for i, base in zip(updates, bases, strict=True) if input_updates[i]]
     present["program several inputs"] = bool(inputs)
     present["program input needing no grad"] = any(not made[value].requires_grad for value in inputs)
     present["program inputs viewing one another"] = any(spec.layers[v - 1].kind == "input_view" for v in inputs)
     present["program update of an input"] = bool(updated_inputs)
     present["program two updates of one input"] = len(set(updated_inputs)) < len(updated_inputs)
-    present["program input given grad by an update"] = bool(input_bases & set(flowing.grad_given))
+    present["program input given grad by an update"] = any("gives grad" in t for t in input_updates.values())
+    present["program update of an aliased input"] = any("aliased" in t for t in input_updates.values())
+    present["program update of an input through a view"] = any("through a view" in t for t in input_updates.values())
     indexed = sorted({spec.layers[i].kind for i in updates if spec.layers[i].kind in INDEXED_UPDATE_NAMES})
     return [
         "program",

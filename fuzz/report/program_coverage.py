@@ -44,6 +44,8 @@ def program_structure_lines(summary: dict[str, Any]) -> list[str]:
                 "program update of an input",
                 "program two updates of one input",
                 "program input given grad by an update",
+                "program update of an aliased input",
+                "program update of an input through a view",
             )
         )
         lines.append(f"program inputs as state: {inputs}")
