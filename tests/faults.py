@@ -343,8 +343,8 @@ def _stale_parameters_faulty(splitter):
 
 
 class _ArgumentsFault(torch.nn.Module):
-    """A region thunder compiled, with a fault in how it takes the network's further arguments (a program's ``s1``,
-    ``s2``...: placeholders dynamo names ``l_s1_``...): ``fault(compiled, args, further)`` calls it, ``further`` the
+    """A region thunder compiled, with a fault in how it takes the network's further arguments (a program's ``v1``,
+    ``v3``...: placeholders dynamo names ``l_v1_``...): ``fault(compiled, args, further)`` calls it, ``further`` the
     positions of those arguments."""
 
     def __init__(self, compiled, region: torch.fx.GraphModule, fault: Callable):
@@ -352,7 +352,7 @@ class _ArgumentsFault(torch.nn.Module):
         self.compiled, self.fault = compiled, fault
         self._lc_cs = compiled._lc_cs  # still thunder's compiled function to `thunder.last_traces` (the memory rule)
         placeholders = [node.name for node in region.graph.nodes if node.op == "placeholder"]
-        self.further = [i for i, name in enumerate(placeholders) if re.fullmatch(r"l_s\d+_", name)]
+        self.further = [i for i, name in enumerate(placeholders) if re.fullmatch(r"l_v[1-9]\d*_", name)]
 
     def forward(self, *args):
         return self.fault(self.compiled, list(args), self.further)

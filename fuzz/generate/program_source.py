@@ -65,20 +65,20 @@ def _node_lines(spec: NetSpec, span: range) -> list[str]:
 
 
 def _node(spec: NetSpec, index: int) -> list[str]:
-    """Layer ``index`` on the values it reads, as ``v{index+1} = ...``: an input its argument (`input_arguments`), an
-    indexed assignment its statement, then the value it updated."""
+    """Layer ``index`` on the values it reads, as ``v{index+1} = ...``: an input none (it is an argument,
+    `input_arguments`), an indexed assignment its statement, then the value it updated."""
     names = [f"v{read}" for read in program.reads_of(spec.layers[index], index)]
     flow = LAYER_KINDS[spec.layers[index].kind].flow
-    if flow is not None and flow.input:
-        return [f"v{index + 1} = s{index + 1}"]
+    if flow is not None and flow.input:  # an argument of forward, already named so
+        return []
     if flow is not None and flow.statement:
         return [_on(applied(spec, index), names), f"v{index + 1} = {names[0]}"]
     return [f"v{index + 1} = {_on(applied(spec, index), names)}"]
 
 
 def input_arguments(spec: NetSpec) -> list[str]:
-    """The names of a program's inputs beyond ``x``, its forward's further arguments: ``s{k}`` for input value k."""
-    return [f"s{value}" for value in range(1, len(spec.layers) + 1) if program.is_input(spec.layers, value)]
+    """The names of a program's inputs beyond ``x``, its forward's further arguments: ``v{k}`` for input value k."""
+    return [f"v{value}" for value in range(1, len(spec.layers) + 1) if program.is_input(spec.layers, value)]
 
 
 def input_lines(spec: NetSpec) -> list[str]:
@@ -95,7 +95,7 @@ def input_lines(spec: NetSpec) -> list[str]:
         if layer.kind == "input_view":
             read = layer.reads[0]
             columns = f"{layer.params['start']}:{layer.params['start'] + layer.params['length']}"
-            lines.append(f"{name} = {f's{read}' if read else 'x'}[:, {columns}]")
+            lines.append(f"{name} = {f'v{read}' if read else 'x'}[:, {columns}]")
             continue
         shape = (made[int(name[1:])].shape.batch, layer.params["width"])
         draw = f"torch.ones({shape})" if spec.inputs == "ones" else f"torch.randn({shape}, generator=generator)"

@@ -61,9 +61,10 @@ def _partner(draw: st.DrawFn, kind: LayerKind, x: int, flowing: Sequence[program
     if kind.flow.updates:  # eager rejects an update from an overlapping tensor (from itself too, if it saves them)
         partners = [v for v in partners if (v == x and not kind.flow.saves) or flowing[v].base != flowing[x].base]
         partners = partners or [x]  # (repaired into its out-of-place twin)
-    # Aliases of x last, the likeliest: two views of one tensor entering a checkpoint, or an update; before them, values
-    # that require grad (an update of a value that needs none, state, from one that does gives it grad).
-    partners.sort(key=lambda v: (v != x and flowing[v].base == flowing[x].base, flowing[v].requires_grad))
+    # Aliases of x last, the likeliest: two views of one tensor entering a checkpoint, or an update; before them, where
+    # x needs no grad (state), values that require grad (an update of x from one gives it grad).
+    state = not flowing[x].requires_grad
+    partners.sort(key=lambda v: (v != x and flowing[v].base == flowing[x].base, state and flowing[v].requires_grad))
     return _earlier(draw, partners)
 
 

@@ -14,6 +14,7 @@ import copy
 
 import torch
 
+from fuzz.generate.program_source import input_arguments
 from fuzz.generate.spec import NetSpec
 from fuzz.judge.failures import ParityFailure, ThunderCrash
 from fuzz.judge.tolerance import TOLERANCES
@@ -239,10 +240,32 @@ def _used_imports(imports: list[ast.stmt], used: set[str]) -> list[str]:
     return lines
 
 
+# A program of several inputs (`fuzz.generate.program_source.input_lines`): ``x`` is the tuple of them, each run on
+# fresh copies of it (an input that views another viewing its copy), its inputs after the call and whether each
+# (and the output) requires grad compared as state.
+_FRESH = [
+    "def fresh(inputs, dtype=None):  # copies; an input that views another views its copy",
+    "    new = {id(t): t.detach().to(dtype).clone().requires_grad_(t.requires_grad) for t in inputs if t._base is None}",
+    "    return [new[id(t)] if t._base is None else new[id(t._base)].as_strided(t.size(), t.stride(), t.storage_offset())"
+    " for t in inputs]",
+]
+_RUN_ON_INPUTS = [
+    *_FRESH,
+    "def run(model, fn):",
+    "    xs = fresh(x)",
+    "    out = fn(*xs)",
+    "    state = [*(t.detach().clone() for t in xs), *(t.requires_grad for t in xs), out.requires_grad]",
+    "    out.backward(cotangent)",
+    "    return [out, *(t.grad if t.is_leaf else None for t in xs), *(p.grad for p in model.parameters()), *state]",
+]
+
+
 def _run_function(spec: NetSpec, state: bool) -> list[str]:
     """``run(model, fn)``: ``fn`` (``model`` itself or thunderfx of it) forward and backward, each training step with
     its optimizer; returns what is compared: the output, the input's gradient, the parameters' gradients (after
     training: the parameters) and the buffers."""
+    if input_arguments(spec):
+        return _RUN_ON_INPUTS
     if spec.training is None:
         return [
             "def run(model, fn):",
@@ -307,7 +330,9 @@ def _check(spec: NetSpec, failure: ParityFailure, thunder_version: str) -> list[
         return [
             f"RECORDED = {failure.crash_signature!r}",
             "try:",
-            "    run(net, thunderfx(net))" if spec.training else "    thunderfx(net)(x).backward(cotangent)",
+            "    run(net, thunderfx(net))"
+            if spec.training or input_arguments(spec)
+            else "    thunderfx(net)(x).backward(cotangent)",
             f"except Exception as error:  # {seen}",
             '    first = re.sub(r"\\{[^{}]*\\}", "{...}", (str(error).strip().splitlines() or [""])[0])',
             '    signature = f"{type(error).__name__}: "'
@@ -331,7 +356,9 @@ def _check(spec: NetSpec, failure: ParityFailure, thunder_version: str) -> list[
             "eager, double = copy.deepcopy(net), copy.deepcopy(net).double()",
             "expected = run(eager, eager)",
             "actual = run(net, thunderfx(net))",
-            "x, cotangent = x.double() if x.is_floating_point() else x, cotangent.double()",
+            "x, cotangent = fresh(x, torch.float64), cotangent.double()"
+            if input_arguments(spec)
+            else "x, cotangent = x.double() if x.is_floating_point() else x, cotangent.double()",
             "reference = run(double, double)",
             "def error(result):  # the largest difference from the float64 reference",
             "    return max((a.double() - r).abs().max().item() for a, r in zip(result, reference) if r is not None)",

@@ -12,7 +12,7 @@ from fuzz.generate.ops import plumbing_params
 from fuzz.generate.reduce import PLUMBING, STAND_IN
 from fuzz.generate.spec import DTYPES, CheckpointSpec, LayerSpec, NetSpec, validate
 from fuzz.model_builder import build_example, network_source
-from fuzz.run.passes import forward_backward, fresh_input
+from fuzz.run.passes import call_on, forward_backward, fresh_input, input_tensors
 
 
 def _params(kind_name: str) -> dict:
@@ -50,7 +50,8 @@ def test_every_layer_kind_builds_and_runs_forward_and_backward(kind, spatial, dt
         reads = [len(layers), 0][: layer_kind.flow.reads]
         layers.append(LayerSpec(kind, dict(layer_kind.fit(_params(kind), incoming)), reads=reads))
         spatial = None
-        outputs = [len(layers), 0] if layer_kind.flow.detaches else None  # (a detached value needs no grad)
+        # (A detached value needs no grad; an input is an argument, returned beside the first one.)
+        outputs = [len(layers), 0] if layer_kind.flow.detaches or layer_kind.flow.input else None
     else:
         outputs = None
     if layer_kind.mutates_input:  # on the network's input, which then needs no grad, outside checkpoints
@@ -63,17 +64,21 @@ def test_every_layer_kind_builds_and_runs_forward_and_backward(kind, spatial, dt
         spatial=spatial and list(spatial),
         dtype=dtype,
         layers=layers,
-        checkpoints=[] if layer_kind.mutates_input else [CheckpointSpec(0, len(layers))],
+        # (An input is made outside checkpoints: it exists before the call.)
+        checkpoints=[]
+        if layer_kind.mutates_input or (layer_kind.flow and layer_kind.flow.input)
+        else [CheckpointSpec(0, len(layers))],
         input_requires_grad=not layer_kind.mutates_input,
         outputs=outputs,
     )
     validate(spec)
     example = build_example(spec)
-    out = example.net(example.input)
+    out = call_on(example.net, example.input)
     assert out.shape == spec.output_shape == example.cotangent.shape
     assert out.dtype == getattr(torch, dtype)
     out.backward(example.cotangent)
-    grads = [example.input.grad] if spec.input_requires_grad else [p.grad for p in example.net.parameters()]
+    first = input_tensors(example.input)[0]
+    grads = [first.grad] if spec.input_requires_grad else [p.grad for p in example.net.parameters()]
     assert all(torch.isfinite(g).all() for g in grads)
     assert sum(g.abs().sum() for g in grads) > 0
 

@@ -26,8 +26,8 @@ def _state(requires_grad: bool = False) -> LayerSpec:
 
 _VIEW = LayerSpec("input_view", {"start": 1, "length": 2}, reads=[1])
 
-# s1 (no grad), s2 = s1[:, 1:3] (another argument), s1 *= 0.5 (seen through s2), s1.copy_(x) (s1 now needs grad),
-# then x + s1 and s2 returned.
+# v1 (no grad), v2 = v1[:, 1:3] (another argument), v1 *= 0.5 (seen through v2), v1.copy_(x) (v1 now needs grad),
+# then x + v1 and v2 returned.
 STATE_PROGRAM = _program(
     _state(),
     _VIEW,
@@ -77,7 +77,7 @@ def test_the_strategy_reaches_each_structure_of_inputs_as_state(label):
 def test_an_input_view_is_another_argument_sharing_its_inputs_memory():
     validate(STATE_PROGRAM)
     source = network_source(STATE_PROGRAM)
-    assert "def forward(self, x, s1, s2):" in source and "s2 = s1[:, 1:3]" in source
+    assert "def forward(self, x, v1, v2):" in source and "v2 = v1[:, 1:3]" in source
     x, s1, s2 = fresh_input(build_example(STATE_PROGRAM).input)
     assert s2._base is s1 and s2.data_ptr() == s1.data_ptr() + 4
     assert cast_input((x, s1, s2), torch.float64)[2]._base is not None
