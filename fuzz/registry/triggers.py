@@ -150,8 +150,9 @@ NODE_PREDICATES: dict[str, NodePredicate] = {
     ),
     "reduces-over-a-dim": _op_params(lambda p: len(p["args"]) > 1 or "dim" in p["kwargs"]),
     "masks-a-whole-row": _op_params(lambda p: any(_masks_a_whole_row(a) for a in [*p["args"], *p["kwargs"].values()])),
-    # A program's in-place update of an input's memory (`fuzz.generate.program.input_update`): one that gives an input
-    # needing no grad grad, one of memory another input shares, one through a view the program made of an input.
+    # A program's in-place update of an input's memory (`fuzz.generate.program.input_update`): any, one that gives an
+    # input needing no grad grad, one of memory another input shares, one through a view the program made of an input.
+    "updates-an-input": lambda spec, i: spec.is_program and "input" in program.input_update(spec, i),
     "gives-an-input-grad": lambda spec, i: spec.is_program and "gives grad" in program.input_update(spec, i),
     "updates-an-aliased-input": lambda spec, i: spec.is_program and "aliased" in program.input_update(spec, i),
     "updates-an-input-through-a-view": lambda spec, i: (
