@@ -245,8 +245,8 @@ def _used_imports(imports: list[ast.stmt], used: set[str]) -> list[str]:
 # (and the output) requires grad compared as state.
 _FRESH = [
     "def fresh(inputs, dtype=None):  # copies; an input that views another views its copy",
-    "    new = {id(t): t.detach().to(dtype).clone().requires_grad_(t.requires_grad) for t in inputs if t._base is None}",
-    "    return [new[id(t)] if t._base is None else new[id(t._base)].as_strided(t.size(), t.stride(), t.storage_offset())"
+    "    c = {id(t): t.detach().to(dtype).clone().requires_grad_(t.requires_grad) for t in inputs if t._base is None}",
+    "    return [c[id(t)] if t._base is None else c[id(t._base)].as_strided(t.size(), t.stride(), t.storage_offset())"
     " for t in inputs]",
 ]
 _RUN_ON_INPUTS = [

@@ -17,8 +17,8 @@ v1 = torch.randn((2, 4), generator=generator).to(device='cpu', dtype=torch.float
 x = (x, v1)
 cotangent = torch.randn((8,), generator=generator).to(device='cpu', dtype=torch.float32)
 def fresh(inputs, dtype=None):  # copies; an input that views another views its copy
-    new = {id(t): t.detach().to(dtype).clone().requires_grad_(t.requires_grad) for t in inputs if t._base is None}
-    return [new[id(t)] if t._base is None else new[id(t._base)].as_strided(t.size(), t.stride(), t.storage_offset()) for t in inputs]
+    c = {id(t): t.detach().to(dtype).clone().requires_grad_(t.requires_grad) for t in inputs if t._base is None}
+    return [c[id(t)] if t._base is None else c[id(t._base)].as_strided(t.size(), t.stride(), t.storage_offset()) for t in inputs]
 def run(model, fn):
     xs = fresh(x)
     out = fn(*xs)
