@@ -343,9 +343,9 @@ def _stale_parameters_faulty(splitter):
 
 
 class _ArgumentsFault(torch.nn.Module):
-    """A region thunder compiled, with a fault in how it takes the network's further arguments (a program's ``v1``,
-    ``v3``...: placeholders dynamo names ``l_v1_``...): ``fault(compiled, args, further)`` calls it, ``further`` the
-    positions of those arguments."""
+    """A region thunder compiled, with a fault in how it takes the network's arguments: ``fault(compiled, args,
+    further, inputs)`` calls it, ``further`` the positions of the network's further arguments (a program's ``v1``,
+    ``v3``...: placeholders dynamo names ``l_v1_``...), ``inputs`` those of every network argument (``x`` too)."""
 
     def __init__(self, compiled, region: torch.fx.GraphModule, fault: Callable):
         super().__init__()
@@ -353,25 +353,26 @@ class _ArgumentsFault(torch.nn.Module):
         self._lc_cs = compiled._lc_cs  # still thunder's compiled function to `thunder.last_traces` (the memory rule)
         placeholders = [node.name for node in region.graph.nodes if node.op == "placeholder"]
         self.further = [i for i, name in enumerate(placeholders) if re.fullmatch(r"l_v[1-9]\d*_", name)]
+        self.inputs = [i for i, name in enumerate(placeholders) if re.fullmatch(r"l_x_|l_v[1-9]\d*_", name)]
 
     def forward(self, *args):
-        return self.fault(self.compiled, list(args), self.further)
+        return self.fault(self.compiled, list(args), self.further, self.inputs)
 
 
-def _further_inputs_lose_grad(compiled, args, further):
+def _further_inputs_lose_grad(compiled, args, further, inputs):
     """Each further argument that requires grad taken as one that does not (its gradient lost)."""
     return compiled(*(a.detach() if i in further else a for i, a in enumerate(args)))
 
 
-def _aliased_inputs_scaled(compiled, args, further):
-    """Each argument sharing memory with an earlier one read as 1.5 times its values (as if it were a copy, one that
-    a wrong update made)."""
-    storages = [a.untyped_storage().data_ptr() if isinstance(a, torch.Tensor) else None for a in args]
-    shared = [i for i, key in enumerate(storages) if key is not None and key in storages[:i]]
+def _aliased_inputs_scaled(compiled, args, further, inputs):
+    """Each network argument sharing memory with an earlier one read as 1.5 times its values (as if it were a copy,
+    one that a wrong update made); a region's other arguments (values an earlier region made) as they are."""
+    storages = {i: args[i].untyped_storage().data_ptr() for i in inputs}
+    shared = [i for i in inputs if storages[i] in [storages[j] for j in inputs if j < i]]
     return compiled(*(a * 1.5 if i in shared else a for i, a in enumerate(args)))
 
 
-def _input_updates_lost(compiled, args, further):
+def _input_updates_lost(compiled, args, further, inputs):
     """Each further argument that needs no grad left as it was before the call: thunder's in-place updates of the
     network's inputs not written back to them (the values computed from the updates are still right)."""
     before = {i: args[i].detach().clone() for i in further if not args[i].requires_grad}

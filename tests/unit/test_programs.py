@@ -5,6 +5,7 @@ program's data flow reaches is found by a real campaign and shrunk to it."""
 import json
 import re
 import time
+from typing import Any
 
 import pytest
 import torch
@@ -161,18 +162,38 @@ def _a_no_grad_region(spec: NetSpec) -> bool:
     return len(spec.layers) <= 2 and all(layer.grad_mode == "no_grad" for layer in spec.layers)
 
 
+def _inputs_as_state(label: str, kind: str) -> Any:
+    """At most two layers, one of ``kind`` (an input's, or an update), with the inputs-as-state structure ``label``
+    (`fuzz.generate.program.flow_traits`): the structure alone."""
+
+    def minimal(spec: NetSpec) -> bool:
+        kinds = [layer.kind for layer in spec.layers]
+        return len(kinds) <= 2 and kind in kinds and label in program.flow_traits(spec)
+
+    return minimal
+
+
+_NO_GRAD_MODES = ("--fuzz-grad-modes", "none")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("fault", "minimal"),
+    ("fault", "minimal", "options"),
     [
-        ("checkpoint-aliased-inputs-x1.5", _views_of_one_tensor_enter_a_checkpoint),
-        ("clone-update-leaks-to-original", _original_read_after_its_clone_is_updated),
-        ("catalog-updates-lost", _a_catalog_update_of_a_clone),
-        ("no-grad-regions-tracked", _a_no_grad_region),
+        ("checkpoint-aliased-inputs-x1.5", _views_of_one_tensor_enter_a_checkpoint, ()),
+        ("clone-update-leaks-to-original", _original_read_after_its_clone_is_updated, ()),
+        ("catalog-updates-lost", _a_catalog_update_of_a_clone, ()),
+        ("no-grad-regions-tracked", _a_no_grad_region, ()),
+        # (No grad modes: their inference_mode regions meet a torch failure no entry explains yet, which would stop
+        # a shard before the fault shows.)
+        ("further-inputs-lose-grad", _inputs_as_state("program several inputs", "state_input"), _NO_GRAD_MODES),
+        ("aliased-inputs-x1.5", _inputs_as_state("program inputs viewing one another", "input_view"), _NO_GRAD_MODES),
+        ("input-updates-lost", _inputs_as_state("program update of an input", "state_input"), _NO_GRAD_MODES),
     ],
-    ids=["aliased-checkpoint-inputs", "clone-update-then-original-read", "catalog-update", "no-grad-region"],
-)
-def test_a_fault_only_a_program_reaches_is_found_and_shrunk_to_its_data_flow(tmp_path, fault, minimal):
+    ids=["aliased-checkpoint-inputs", "clone-update-then-original-read", "catalog-update", "no-grad-region",
+         "input-needing-grad", "inputs-viewing-one-another", "input-updated-in-place"],
+)  # fmt: skip
+def test_a_fault_only_a_program_reaches_is_found_and_shrunk_to_its_data_flow(tmp_path, fault, minimal, options):
     started = time.monotonic()
     run = run_campaign(
         tmp_path,
@@ -186,6 +207,7 @@ def test_a_fault_only_a_program_reaches_is_found_and_shrunk_to_its_data_flow(tmp
         "xfail",
         "--fuzz-confirm",
         "no",
+        *options,
         fault=fault,
     )
     wall = time.monotonic() - started
@@ -195,12 +217,15 @@ def test_a_fault_only_a_program_reaches_is_found_and_shrunk_to_its_data_flow(tmp
     specs = {f["id"]: NetSpec.from_json((folder / f["id"] / "spec.json").read_text()) for f in summary["failures"]}
     with applied(fixes_on(installed_thunder())[0]):
         faults = [f for f in summary["failures"] if check_spec(specs[f["id"]]).failure is None]
-    assert len(faults) == 1, summary["failures"]
-    (failure,) = faults
-    spec = specs[failure["id"]]
-    print(
-        f"{fault}: found after {summary['first_failure']['after_s']} s, shrunk after {failure['shrunk_after_s']} s "
-        f"(campaign {wall:.0f} s) to {network_source(spec).split('class PlainNet')[0].split('class Net')[1]}"
-    )
-    assert minimal(spec), spec.to_json()
-    assert failure["shrunk_after_s"] < 300
+    # One failure, or one per class the fault shows as (a further input's gradient lost is a gradient-divergence, and a
+    # crash where the output's only path to grad was that input): each shrunk to the flow.
+    assert faults and len({f["class"] for f in faults}) == len(faults), summary["failures"]
+    for failure in faults:
+        spec = specs[failure["id"]]
+        print(
+            f"{fault}: {failure['class']} found after {summary['first_failure']['after_s']} s, shrunk after "
+            f"{failure['shrunk_after_s']} s (campaign {wall:.0f} s) to "
+            f"{network_source(spec).split('class PlainNet')[0].split('class Net')[1]}"
+        )
+        assert minimal(spec), spec.to_json()
+        assert failure["shrunk_after_s"] < 300
