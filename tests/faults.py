@@ -365,10 +365,11 @@ def _further_inputs_lose_grad(compiled, args, further, inputs):
 
 
 def _aliased_inputs_scaled(compiled, args, further, inputs):
-    """Each network argument sharing memory with an earlier one read as 1.5 times its values (as if it were a copy,
-    one that a wrong update made); a region's other arguments (values an earlier region made) as they are."""
+    """Each further argument sharing memory with another network argument read as 1.5 times its values (as if it were
+    a copy, one that a wrong update made); ``x`` and a region's other arguments (values an earlier region made) as they
+    are."""
     storages = {i: args[i].untyped_storage().data_ptr() for i in inputs}
-    shared = [i for i in inputs if storages[i] in [storages[j] for j in inputs if j < i]]
+    shared = [i for i in further if any(storages[i] == storages[j] for j in inputs if j != i)]
     return compiled(*(a * 1.5 if i in shared else a for i, a in enumerate(args)))
 
 
