@@ -162,13 +162,13 @@ def _a_no_grad_region(spec: NetSpec) -> bool:
     return len(spec.layers) <= 2 and all(layer.grad_mode == "no_grad" for layer in spec.layers)
 
 
-def _inputs_as_state(label: str, kind: str) -> Any:
-    """At most two layers, one of ``kind`` (an input's, or an update), with the inputs-as-state structure ``label``
-    (`fuzz.generate.program.flow_traits`): the structure alone."""
+def _inputs_as_state(label: str, kind: str, layers: int = 2) -> Any:
+    """At most ``layers`` layers, one of ``kind`` (an input's, or an update), with the inputs-as-state structure
+    ``label`` (`fuzz.generate.program.flow_traits`): the structure alone."""
 
     def minimal(spec: NetSpec) -> bool:
         kinds = [layer.kind for layer in spec.layers]
-        return len(kinds) <= 2 and kind in kinds and label in program.flow_traits(spec)
+        return len(kinds) <= layers and kind in kinds and label in program.flow_traits(spec)
 
     return minimal
 
@@ -187,7 +187,12 @@ _NO_GRAD_MODES = ("--fuzz-grad-modes", "none")
         # (No grad modes: their inference_mode regions meet a torch failure no entry explains yet, which would stop
         # a shard before the fault shows.)
         ("further-inputs-lose-grad", _inputs_as_state("program several inputs", "state_input"), _NO_GRAD_MODES),
-        ("aliased-inputs-x1.5", _inputs_as_state("program inputs viewing one another", "input_view"), _NO_GRAD_MODES),
+        # (An input, its view and a layer reading the view: three layers; found later, so five minutes.)
+        (
+            "aliased-inputs-x1.5",
+            _inputs_as_state("program inputs viewing one another", "input_view", layers=3),
+            (*_NO_GRAD_MODES, "--fuzz-minutes", "5"),
+        ),
         ("input-updates-lost", _inputs_as_state("program update of an input", "state_input"), _NO_GRAD_MODES),
     ],
     ids=["aliased-checkpoint-inputs", "clone-update-then-original-read", "catalog-update", "no-grad-region",
