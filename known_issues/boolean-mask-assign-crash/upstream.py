@@ -1,0 +1,27 @@
+"""boolean mask assign crash. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+import os, re, sys
+sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
+import torch
+from thunder.dynamo import thunderfx
+class Net(torch.nn.Module):
+    def forward(self, x):
+        v0 = x
+        with torch.no_grad():
+            v1 = torch.sin(v0)
+        v2 = v1.clone()
+        v2[v2 > 0] = v2[v2 > 0]
+        v3 = v2
+        return torch.cat([v3.reshape(-1), v0.reshape(-1)])
+torch.manual_seed(0)
+net = Net().to(device='cpu', dtype=torch.float32)
+generator = torch.Generator().manual_seed(0)
+x = torch.randn((1, 1), generator=generator).to(device='cpu', dtype=torch.float32).requires_grad_(True)
+cotangent = torch.randn((2,), generator=generator).to(device='cpu', dtype=torch.float32)
+RECORDED = 'NotImplementedError: boolean advanced indexing is not implemented (the result would be of unknown shape)'
+try:
+    thunderfx(net)(x).backward(cotangent)
+except Exception as error:  # recorded on thunder 0.2.6: thunderfx raised NotImplementedError: boolean advanced indexing is not implemented (the result would be of unknown shape)
+    first = re.sub(r"\{[^{}]*\}", "{...}", (str(error).strip().splitlines() or [""])[0])
+    signature = f"{type(error).__name__}: " + re.sub(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?", "#", first)[:200]
+    sys.exit(print(signature) or (1 if signature == RECORDED else 2))
+print("thunderfx runs: not reproduced")
