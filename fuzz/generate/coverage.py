@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fuzz.generate import program
 from fuzz.generate.layers import LAYER_KINDS
+from fuzz.generate.program_traits import flow_traits
 from fuzz.generate.spec import NetSpec
 
 _CHECKPOINT_FLAGS = ("use_reentrant", "selective", "nested", "extra_args", "multi_output")
@@ -62,7 +62,7 @@ def traits(spec: NetSpec) -> list[str]:
     if spec.model is not None:
         labels += _model_traits(spec)
     if spec.is_program:
-        labels += program.flow_traits(spec)
+        labels += flow_traits(spec)
     if spec.training is not None:
         labels += [f"training {spec.training.optimizer}", f"training {spec.training.steps} steps"]
         if len(set(spec.training.batches or ())) > 1:

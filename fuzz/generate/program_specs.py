@@ -68,6 +68,30 @@ def _partner(draw: st.DrawFn, kind: LayerKind, x: int, flowing: Sequence[program
     return _earlier(draw, partners)
 
 
+def _drawable(kind: LayerKind, flowing: Sequence[Any], incoming: Incoming) -> tuple[LayerKind, list[int], list[Any]]:
+    """A drawn data-flow ``kind`` as it can be drawn here, the values it may read first and its catalog calls: a view
+    that needs a contiguous value an alias where none is; a catalog update with no call in this dtype today's update."""
+    targets = list(range(len(flowing)))
+    if kind.flow.needs_contiguous:
+        contiguous = [v for v in targets if flowing[v].contiguous]
+        kind, targets = (kind, contiguous) if contiguous else (LAYER_KINDS["alias"], targets)
+    calls = [c for c in update_calls() if c.kind == kind.name and incoming.dtype in c.dtypes]
+    if kind.flow.plain is not None and not calls:
+        kind = LAYER_KINDS[kind.flow.plain]
+    return kind, targets, calls
+
+
+def _updatable_inputs(
+    kind: LayerKind, layers: list[LayerSpec], placements: list[Any], flowing: Sequence[Any], incoming: Incoming
+) -> list[int]:
+    """The values of an input's memory a next update of ``kind`` may update: outside checkpoints (an input is made
+    outside them), where the strategy sends half of its updates when there are some (state, as code updates a cache
+    it is passed)."""
+    inputs = {flowing[v].base for v in range(len(flowing)) if program.is_input(layers, v)}
+    outside = checkpoints_from_placements([*placements, ("outside", None)], [*layers, LayerSpec(kind.name)])
+    return [v for v in program.updatable(layers, outside, incoming, None) if flowing[v].base in inputs]
+
+
 def _update_params(draw: st.DrawFn, calls: Sequence[Any]) -> dict[str, Any]:
     """The params of an update by one of the op catalog's ``calls``: half the time one literal argument axis varied
     (`fuzz.generate.axes`; shrinks to the sample call)."""
@@ -104,25 +128,14 @@ def _program_nodes(
         return [(layer, placement)], draw(st.integers(0, 3)) > 0
     families = FLOW_FAMILIES if catalog_nodes else FIRST_FLOW_FAMILIES
     kind = LAYER_KINDS[draw(st.sampled_from(draw(st.sampled_from(families))))]
-    nodes, targets = [], every
-    if kind.flow.needs_contiguous:
-        targets = [v for v in every if flowing[v].contiguous]
-        kind = kind if targets else LAYER_KINDS["alias"]
-        targets = targets or every
-    calls = [c for c in update_calls() if c.kind == kind.name and incoming.dtype in c.dtypes]
-    if kind.flow.plain is not None and not calls:  # no catalog call runs in this dtype: today's update
-        kind = LAYER_KINDS[kind.flow.plain]
+    nodes: list[tuple[LayerSpec, Any]] = []
+    kind, targets, calls = _drawable(kind, flowing, incoming)
     ckpts = checkpoints_from_placements([*placements, placement], [*layers, LayerSpec(kind.name)])
     if kind.flow.updates:
         targets = program.updatable(layers, ckpts, incoming, program.region_of(ckpts, len(layers)))
         # Values with aliases last, the likeliest: a second update of one tensor, through another view of it.
         targets.sort(key=lambda v: sum(value.base == flowing[v].base for value in flowing))
-        # Half the time, an input's memory where eager lets one be updated (outside checkpoints: an input is made
-        # outside them): state, as code updates a cache it is passed.
-        inputs = {flowing[v].base for v in every if program.is_input(layers, v)}
-        outside = checkpoints_from_placements([*placements, ("outside", None)], [*layers, LayerSpec(kind.name)])
-        of_inputs = [v for v in program.updatable(layers, outside, incoming, None) if flowing[v].base in inputs]
-        if of_inputs and draw(st.booleans()):
+        if (of_inputs := _updatable_inputs(kind, layers, placements, flowing, incoming)) and draw(st.booleans()):
             placement, targets = ("outside", None), of_inputs
         if not targets:  # nothing eager lets it update yet: a clone, updated
             clone = LayerSpec("clone", reads=[_earlier(draw, every)])

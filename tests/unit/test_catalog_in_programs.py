@@ -9,10 +9,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fuzz.generate import program
 from fuzz.generate.catalog_flow import left_out, twin_source, update_calls, update_source
 from fuzz.generate.flow import VIEW_KINDS
 from fuzz.generate.kind import Incoming
+from fuzz.generate.program_traits import flow_traits
 from fuzz.generate.reduce import _candidates
 from fuzz.generate.spec import LayerSpec, NetSpec, SpecError, validate
 
@@ -108,8 +108,8 @@ def test_a_catalog_update_through_a_view_is_valid_runs_eagerly_and_reduces_towar
         outputs=[1],
     )
     validate(spec)
-    assert "program update through a view" in program.flow_traits(spec)
-    assert "program catalog update tanh_" in program.flow_traits(spec)
+    assert "program update through a view" in flow_traits(spec)
+    assert "program catalog update tanh_" in flow_traits(spec)
     plain = [c for c in _candidates(spec) if [layer.kind for layer in c.layers] == ["clone", "narrow", "sigmoid_"]]
     assert plain and plain[0].layers[2].params == {}
     validate(plain[0])

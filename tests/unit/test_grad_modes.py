@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 
 from fuzz.generate import program
 from fuzz.generate.program_specs import program_specs
+from fuzz.generate.program_traits import flow_traits
 from fuzz.generate.reduce import _candidates, _without_layer
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec, SpecError, validate
 from fuzz.judge.verdict import check_spec
@@ -50,7 +51,7 @@ def test_consecutive_layers_under_one_mode_are_one_with_block_split_at_a_checkpo
     assert "v1 = v1.clone()" in source and "v3 = v3.clone()" in source
     example = build_example(spec)
     example.net(example.input).backward(example.cotangent)
-    labels = program.flow_traits(spec)
+    labels = flow_traits(spec)
     assert {"program grad mode inference_mode", "program grad mode inference_mode in a checkpoint"} <= set(labels)
 
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 from hypothesis import HealthCheck, find, given, settings
 
-from fuzz.generate import program
 from fuzz.generate.program_specs import program_specs
+from fuzz.generate.program_traits import INDEXED_UPDATE_NAMES, flow_traits
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec, SpecError, validate
 from fuzz.model_builder import build_example, network_source
 from fuzz.run.passes import call_on, cast_input, forward_backward, fresh_input, input_tensors
@@ -63,13 +63,13 @@ def test_drawn_programs_with_several_inputs_run_eagerly_and_keep_their_inputs_al
         # (each about one program in 250: 10 to 30 s to find, in make test-full)
         pytest.param("program two updates of one input", marks=pytest.mark.slow),
         pytest.param("program input given grad by an update", marks=pytest.mark.slow),
-        *(f"program indexed update {name}" for name in sorted(program.INDEXED_UPDATE_NAMES)),
+        *(f"program indexed update {name}" for name in sorted(INDEXED_UPDATE_NAMES)),
     ],
 )
 def test_the_strategy_reaches_each_structure_of_inputs_as_state(label):
     find(
         program_specs(dtypes=("float32",)),
-        lambda spec: label in program.flow_traits(spec),
+        lambda spec: label in flow_traits(spec),
         settings=settings(max_examples=3000, database=None, suppress_health_check=list(HealthCheck)),
     )
 

@@ -12,8 +12,8 @@ import torch
 from hypothesis import HealthCheck, Phase, find, given, settings
 
 from fuzz.campaign.families import PROGRAM
-from fuzz.generate import program
 from fuzz.generate.program_specs import program_specs
+from fuzz.generate.program_traits import flow_traits
 from fuzz.generate.reduce import without_layers
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec, SpecError, validate
 from fuzz.judge.verdict import check_spec
@@ -124,11 +124,12 @@ def test_deleting_a_layer_rewires_its_readers_to_what_it_read():
 
 
 def _aliased_region(spec: NetSpec) -> bool:
-    return "program checkpoint of aliased inputs" in program.flow_traits(spec)
+    return "program checkpoint of aliased inputs" in flow_traits(spec)
 
 
 def test_a_checkpoint_of_two_aliased_inputs_is_drawn_and_shrinks_to_a_view_and_one_layer():
-    # (Without grad modes: with them drawn, this derandomized shrink stops at four layers, a no_grad relu kept.)
+    # (Without grad modes: with them drawn, this derandomized shrink stops at four layers, a no_grad relu kept. It
+    # stopped at three, a relu before the alias, once in make test under two busy loops: not reproduced alone.)
     shrunk = find(
         program_specs(dtypes=("float32",), grad_modes=()),
         _aliased_region,
@@ -147,7 +148,7 @@ def _views_of_one_tensor_enter_a_checkpoint(spec: NetSpec) -> bool:
 
 
 def _original_read_after_its_clone_is_updated(spec: NetSpec) -> bool:
-    return len(spec.layers) <= 3 and "program original read after its clone's update" in program.flow_traits(spec)
+    return len(spec.layers) <= 3 and "program original read after its clone's update" in flow_traits(spec)
 
 
 def _a_catalog_update_of_a_clone(spec: NetSpec) -> bool:
@@ -168,7 +169,7 @@ def _inputs_as_state(label: str, kind: str, layers: int = 2) -> Any:
 
     def minimal(spec: NetSpec) -> bool:
         kinds = [layer.kind for layer in spec.layers]
-        return len(kinds) <= layers and kind in kinds and label in program.flow_traits(spec)
+        return len(kinds) <= layers and kind in kinds and label in flow_traits(spec)
 
     return minimal
 
