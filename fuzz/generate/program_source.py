@@ -76,31 +76,37 @@ def _node(spec: NetSpec, index: int) -> list[str]:
     return [f"v{index + 1} = {_on(applied(spec, index), names)}"]
 
 
+def _further_inputs(spec: NetSpec) -> list[int]:
+    """The values of a program's inputs beyond ``x``."""
+    return [value for value in range(1, len(spec.layers) + 1) if program.is_input(spec.layers, value)]
+
+
 def input_arguments(spec: NetSpec) -> list[str]:
     """The names of a program's inputs beyond ``x``, its forward's further arguments: ``v{k}`` for input value k."""
-    return [f"v{value}" for value in range(1, len(spec.layers) + 1) if program.is_input(spec.layers, value)]
+    return [f"v{value}" for value in _further_inputs(spec)]
 
 
 def input_lines(spec: NetSpec) -> list[str]:
     """``make_example``'s lines making a program's further inputs from ``generator`` after ``x``, then ``x`` the tuple
     of all of them (none for a program of one input): a ``state_input`` drawn like ``x``, an ``input_view`` a column
     slice of the input it reads."""
-    arguments = input_arguments(spec)
-    if not arguments:
+    inputs = _further_inputs(spec)
+    if not inputs:
         return []
     made = program.values(spec.layers, spec.checkpoints, spec._input())
     lines = []
-    for name in arguments:
-        layer = spec.layers[int(name[1:]) - 1]
+    for value in inputs:
+        layer = spec.layers[value - 1]
         if layer.kind == "input_view":
             read = layer.reads[0]
             columns = f"{layer.params['start']}:{layer.params['start'] + layer.params['length']}"
-            lines.append(f"{name} = {f'v{read}' if read else 'x'}[:, {columns}]")
+            lines.append(f"v{value} = {f'v{read}' if read else 'x'}[:, {columns}]")
             continue
-        shape = (made[int(name[1:])].shape.batch, layer.params["width"])
+        shape = (made[value].shape.batch, layer.params["width"])
         draw = f"torch.ones({shape})" if spec.inputs == "ones" else f"torch.randn({shape}, generator=generator)"
-        lines.append(f"{name} = {draw}.to(device=DEVICE, dtype=DTYPE).requires_grad_({layer.params['requires_grad']})")
-    return [*lines, f"x = (x, {', '.join(arguments)})"]
+        requires_grad = layer.params["requires_grad"]
+        lines.append(f"v{value} = {draw}.to(device=DEVICE, dtype=DTYPE).requires_grad_({requires_grad})")
+    return [*lines, f"x = (x, {', '.join(input_arguments(spec))})"]
 
 
 def _with_scale(lines: list[str]) -> list[str]:
