@@ -5,9 +5,9 @@ Hypothesis's shrinker works on the choice sequence and can stop in a local minim
 the spec itself: it tries no training steps (or fewer, one batch size, SGD), replacing each op layer by its
 plumbing twin (the op replaced by identity, `fuzz.generate.ops.plumbing_params`), deleting each layer and each
 checkpoint, replacing a layer that has parameters (an MLP with a tanh inside, the plumbing twin) by a simpler
-parameter-free kind, and going back to the plain float input, float32, the smallest batch, width and image and an
-op's smallest tensor arguments, keeping a candidate when it is valid and still fails in the same class, until
-nothing more goes.
+parameter-free kind and an in-place update by its out-of-place twin, and going back to the plain float input,
+float32, the smallest batch, width and image and an op's smallest tensor arguments, keeping a candidate when it
+is valid and still fails in the same class, until nothing more goes.
 
 The blame: every pass tries the plumbing twins first and the stand-ins last (each layer's op, or its kind, replaced
 by another op of the same shape and arity, `fuzz.generate.ops.stand_in_source`), an op's twin and stand-in past the
@@ -199,6 +199,11 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
         if getattr(spec, field) != smallest:
             yield _refitted(_with_first_batch(replace(spec, **{field: smallest})))
     yield from _smaller_op_tensors(spec)
+    # No in-place update: each replaced by its out-of-place twin (its params kept), then free to lose the clone it
+    # updated (`fuzz.generate.program_specs` draws an update of a fresh clone where nothing else may be updated).
+    for index, layer in enumerate(spec.layers):
+        if (flow := LAYER_KINDS[layer.kind].flow) is not None and flow.updates and flow.twin is not None:
+            yield _with_layer(spec, index, replace(layer, kind=flow.twin))
     # Toward today's three updates, last (one may send its checkpoint to the fallback: inductor's first set-up in a
     # process takes seconds): an update by the op catalog's call replaced by the update it stands for.
     for index, layer in enumerate(spec.layers):

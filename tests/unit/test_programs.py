@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, Phase, find, given, settings
 from fuzz.campaign.families import PROGRAM
 from fuzz.generate.program_specs import program_specs
 from fuzz.generate.program_traits import flow_traits
-from fuzz.generate.reduce import without_layers
+from fuzz.generate.reduce import reduce_spec, without_layers
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec, SpecError, validate
 from fuzz.judge.verdict import check_spec
 from fuzz.model_builder import build_example, network_source
@@ -128,13 +128,15 @@ def _aliased_region(spec: NetSpec) -> bool:
 
 
 def test_a_checkpoint_of_two_aliased_inputs_is_drawn_and_shrinks_to_a_view_and_one_layer():
-    # (Without grad modes: with them drawn, this derandomized shrink stops at four layers, a no_grad relu kept. It
-    # stopped at three, a relu before the alias, once in make test under two busy loops: not reproduced alone.)
-    shrunk = find(
+    # Shrunk, then reduced, as a campaign's failure is (fuzz.campaign.findings). Hypothesis's shrink alone stops in
+    # a local minimum that depends on which of our modules were imported before (it draws constants found in their
+    # source), so on the test order: [linear, alias, clone, add_] alone, [alias, add] after importing all of fuzz/.
+    found = find(
         program_specs(dtypes=("float32",), grad_modes=()),
         _aliased_region,
         settings=settings(database=None, max_examples=3000, derandomize=True, phases=[Phase.generate, Phase.shrink]),
     )
+    shrunk = reduce_spec(found, _aliased_region)
     assert len(shrunk.layers) == 2 and shrunk.layers[0].kind == "alias", shrunk.to_json()
     assert (shrunk.batch, shrunk.features, len(shrunk.checkpoints)) == (1, 1, 1)
 

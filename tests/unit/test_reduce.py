@@ -4,6 +4,7 @@ import time
 from dataclasses import replace
 
 from fuzz.generate.ops import tensor_literals
+from fuzz.generate.program_traits import flow_traits
 from fuzz.generate.reduce import STAND_IN, in_no_op, reduce_spec, with_plumbing, without_randomness
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.judge.failures import MemoryFailure
@@ -53,6 +54,29 @@ def test_goes_back_to_the_plain_input_when_the_failure_does_not_need_the_embeddi
     spec = NetSpec(features=1, layers=[LayerSpec("tanh")], checkpoints=[CheckpointSpec(0, 1)], vocab=2)
     reduced = reduce_spec(spec, _has_checkpointed_tanh)
     assert reduced.vocab is None and reduced.input_requires_grad
+
+
+def _checkpoints_two_aliased_inputs(spec: NetSpec) -> bool:
+    return "program checkpoint of aliased inputs" in flow_traits(spec)
+
+
+def test_an_update_goes_to_its_out_of_place_twin_and_loses_the_clone_it_updated():
+    # What the program strategy draws where nothing may be updated yet: a fresh clone, updated in place.
+    program = dict(features=1, checkpoints=[CheckpointSpec(1, 3)])
+    spec = NetSpec(
+        layers=[LayerSpec("alias", reads=[0]), LayerSpec("clone", reads=[1]), LayerSpec("add_", reads=[2, 0])],
+        outputs=[3],
+        **program,
+    )
+    assert reduce_spec(spec, _checkpoints_two_aliased_inputs) == NetSpec(
+        layers=[LayerSpec("alias", reads=[0]), LayerSpec("add", reads=[1, 0])],
+        outputs=[2],
+        features=1,
+        checkpoints=[CheckpointSpec(1, 2)],
+    )
+    # A failure that needs the update keeps it.
+    needs_update = lambda s: _checkpoints_two_aliased_inputs(s) and any(layer.kind == "add_" for layer in s.layers)  # noqa: E731
+    assert [layer.kind for layer in reduce_spec(spec, needs_update).layers] == ["alias", "clone", "add_"]
 
 
 def test_replaces_a_layer_with_parameters_by_the_simpler_kind_that_still_fails():
