@@ -177,7 +177,10 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
         ]
         yield replace(spec, layers=layers)
     for index in range(len(spec.layers)):
-        yield _without_layer(spec, index)
+        smaller = _without_layer(spec, index)
+        # What read the layer may no longer fit what it reads now (an input's view of columns 2:4 of a deleted
+        # input, then a view of x of width 1): fitted again.
+        yield smaller if valid(smaller) else _refitted(smaller)
     for index in range(len(spec.checkpoints)):
         yield replace(spec, checkpoints=spec.checkpoints[:index] + spec.checkpoints[index + 1 :])
     order = list(LAYER_KINDS)  # simplest first

@@ -79,6 +79,15 @@ def test_an_update_goes_to_its_out_of_place_twin_and_loses_the_clone_it_updated(
     assert [layer.kind for layer in reduce_spec(spec, needs_update).layers] == ["alias", "clone", "add_"]
 
 
+def test_a_view_of_a_deleted_input_is_fitted_to_what_it_views_then():
+    # Columns 2:4 of a further input, which the failure does not need: deleted, the view is of x, of width 1.
+    further = LayerSpec("state_input", {"width": 4, "requires_grad": True}, reads=[0])
+    view = LayerSpec("input_view", {"start": 2, "length": 2}, reads=[1])
+    spec = NetSpec(features=1, layers=[further, view, LayerSpec("tanh", reads=[2])], outputs=[3])
+    reduced = reduce_spec(spec, lambda s: "program inputs viewing one another" in flow_traits(s))
+    assert reduced.layers[0] == LayerSpec("input_view", {"start": 0, "length": 1}, reads=[0]), reduced.to_json()
+
+
 def test_replaces_a_layer_with_parameters_by_the_simpler_kind_that_still_fails():
     # Where the fault self-test's shrinking once stopped: an MLP whose activation is the faulty tanh.
     def computes_tanh_in_a_checkpoint(spec: NetSpec) -> bool:
