@@ -1,0 +1,30 @@
+"""no grad only output in checkpoint crash. Exit 1: the recorded failure shows; 0: it does not; 2: anything else."""
+import os, re, sys
+sys.excepthook = lambda *e: (sys.__excepthook__(*e), os._exit(2))  # exit 2: anything unexpected
+import torch
+from torch.utils.checkpoint import checkpoint
+from thunder.dynamo import thunderfx
+class Net(torch.nn.Module):
+    def region0(self, v0):
+        v1 = v0.clone()
+        v2 = v1.sigmoid_()
+        with torch.no_grad():
+            v3 = v2.view_as(v2)
+        return v3
+    def forward(self, x):
+        v0 = x
+        v3 = checkpoint(self.region0, v0, use_reentrant=False)
+        return torch.cat([v3.reshape(-1), v0.reshape(-1)])
+torch.manual_seed(0)
+net = Net().to(device='cpu', dtype=torch.float32)
+generator = torch.Generator().manual_seed(0)
+x = torch.randn((1, 1), generator=generator).to(device='cpu', dtype=torch.float32).requires_grad_(True)
+cotangent = torch.randn((2,), generator=generator).to(device='cpu', dtype=torch.float32)
+RECORDED = "BackendCompilerFailed: backend='<thunder.dynamo.compiler.ThunderCompiler object at #>' raised:"
+try:
+    thunderfx(net)(x).backward(cotangent)
+except Exception as error:  # recorded on thunder 0.2.6: thunderfx raised BackendCompilerFailed: backend='<thunder.dynamo.compiler.ThunderCompiler object at 0x7f25fddc7490>' raised:
+    first = re.sub(r"\{[^{}]*\}", "{...}", (str(error).strip().splitlines() or [""])[0])
+    signature = f"{type(error).__name__}: " + re.sub(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?", "#", first)[:200]
+    sys.exit(print(signature) or (1 if signature == RECORDED else 2))
+print("thunderfx runs: not reproduced")
