@@ -62,11 +62,11 @@ def _checkpoints_two_aliased_inputs(spec: NetSpec) -> bool:
 
 def test_an_update_goes_to_its_out_of_place_twin_and_loses_the_clone_it_updated():
     # What the program strategy draws where nothing may be updated yet: a fresh clone, updated in place.
-    program = dict(features=1, checkpoints=[CheckpointSpec(1, 3)])
     spec = NetSpec(
         layers=[LayerSpec("alias", reads=[0]), LayerSpec("clone", reads=[1]), LayerSpec("add_", reads=[2, 0])],
         outputs=[3],
-        **program,
+        features=1,
+        checkpoints=[CheckpointSpec(1, 3)],
     )
     assert reduce_spec(spec, _checkpoints_two_aliased_inputs) == NetSpec(
         layers=[LayerSpec("alias", reads=[0]), LayerSpec("add", reads=[1, 0])],
