@@ -268,6 +268,11 @@ def is_input(layers: Sequence[Any], value: int) -> bool:
     return value == 0 or bool((flow := LAYER_KINDS[layers[value - 1].kind].flow) and flow.input)
 
 
+def further_inputs(layers: Sequence[Any]) -> list[int]:
+    """The values of a program's inputs beyond ``x`` (`is_input`), in order."""
+    return [value for value in range(1, len(layers) + 1) if is_input(layers, value)]
+
+
 def input_problems(spec: Any) -> list[str]:
     """What a program gets wrong about its inputs beyond the first (`fuzz.generate.flow.INPUT_KINDS`): each is an
     argument, made before the call (outside checkpoints and grad modes; an ``input_view`` of an input's tensor), and

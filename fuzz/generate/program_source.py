@@ -76,21 +76,16 @@ def _node(spec: NetSpec, index: int) -> list[str]:
     return [f"v{index + 1} = {_on(applied(spec, index), names)}"]
 
 
-def _further_inputs(spec: NetSpec) -> list[int]:
-    """The values of a program's inputs beyond ``x``."""
-    return [value for value in range(1, len(spec.layers) + 1) if program.is_input(spec.layers, value)]
-
-
 def input_arguments(spec: NetSpec) -> list[str]:
     """The names of a program's inputs beyond ``x``, its forward's further arguments: ``v{k}`` for input value k."""
-    return [f"v{value}" for value in _further_inputs(spec)]
+    return [f"v{value}" for value in program.further_inputs(spec.layers)]
 
 
 def input_lines(spec: NetSpec) -> list[str]:
     """``make_example``'s lines making a program's further inputs from ``generator`` after ``x``, then ``x`` the tuple
     of all of them (none for a program of one input): a ``state_input`` drawn like ``x``, an ``input_view`` a column
     slice of the input it reads."""
-    inputs = _further_inputs(spec)
+    inputs = program.further_inputs(spec.layers)
     if not inputs:
         return []
     made = program.values(spec.layers, spec.checkpoints, spec._input())

@@ -8,8 +8,8 @@ from fuzz.generate.flow import INDEXED_KINDS, VIEW_KINDS
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.program import (
     Value,
+    further_inputs,
     input_update,
-    is_input,
     outputs_of,
     reads_of,
     region_inputs,
@@ -78,7 +78,7 @@ def flow_traits(spec: Any) -> list[str]:
 def _input_traits(spec: Any, made: list[Value], updates: list[int], bases: list[int]) -> dict[str, bool]:
     """The inputs-as-state structures a program exercises (``updates``: its update layers, ``bases``: what each
     updates), each label with whether it is there."""
-    inputs = [value for value in range(1, len(made)) if is_input(spec.layers, value)]
+    inputs = further_inputs(spec.layers)
     input_updates = {i: input_update(spec, i) for i in updates}
     updated_inputs = [base for i, base in zip(updates, bases, strict=True) if input_updates[i]]
     return {
