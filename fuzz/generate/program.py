@@ -44,6 +44,11 @@ def reads_of(layer: Any, index: int) -> list[int]:
     return list(layer.reads) if layer.reads is not None else [index]
 
 
+def read_after(layers: Sequence[Any], value: int, index: int) -> bool:
+    """Whether a layer after layer ``index`` reads ``value``."""
+    return any(value in reads_of(layer, later) for later, layer in enumerate(layers) if later > index)
+
+
 def region_of(checkpoints: Sequence[Any], index: int) -> int | None:
     """The number of the checkpoint that holds layer ``index``, or None."""
     return next((number for number, c in enumerate(checkpoints) if c.start <= index < c.stop), None)
@@ -130,7 +135,10 @@ class _Flowing:
             requires_grad = layer.params["requires_grad"]
             value = Value(shape, len(self.values), None, requires_grad=requires_grad, leaf=True)
         elif flow is None or flow.fresh:
-            value = Value(shape, len(self.values), region, True, False, requires_grad, frozenset({block}))
+            # A new tensor keeps the strides of a dense one it is computed from (clone and elementwise ops do: a
+            # clone of a transpose is transposed), so it may not be contiguous where what it read may not be.
+            contiguous = all(self.values[read].contiguous for read in reads)
+            value = Value(shape, len(self.values), region, contiguous, False, requires_grad, frozenset({block}))
         else:  # a view of x, or x updated
             contiguous = x.contiguous and (flow.contiguous is None or flow.contiguous(layer.params, x.shape))
             overlapping, requires_grad = x.overlapping or flow.overlaps, requires_grad and not flow.detaches
