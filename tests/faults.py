@@ -316,6 +316,24 @@ def _no_grad_regions_tracked_faulty(checkpoint_converter):
     return faulty
 
 
+def _autocast_in_bodies_ignored_faulty(checkpoint_converter):
+    """thunderfx's preparation of each region it hands to thunder, followed by a fault: inside checkpoint bodies,
+    every autocast switch (what dynamo makes of ``with torch.autocast``, which the converter turns into thunder's
+    ``autocast_enter`` / ``autocast_exit``) is dropped, so a body's autocast region computes in the network's dtype.
+    Outside checkpoints autocast holds."""
+
+    def faulty(gm, region):
+        checkpoint_converter(gm, region)
+        switches = ("autocast_enter", "autocast_exit")  # (the converter's thunder symbols for them)
+        for module in _graphs(gm, region)[1:]:
+            for node in reversed(module.graph.nodes):  # an exit before the enter it uses
+                if node.op == "call_function" and getattr(node.target, "name", None) in switches:
+                    module.graph.erase_node(node)
+            module.recompile()
+
+    return faulty
+
+
 class _StaleParameters(torch.nn.Module):
     """A region thunder compiled that, from its second call on, computes with the parameter values of its first call
     (their gradients still flow): a compiled function that keeps stale state between training steps."""
@@ -505,6 +523,8 @@ PATCHES = {
     "catalog-updates-lost": (thunder.dynamo.splitter, "checkpoint_converter", _catalog_updates_lost_faulty),
     # Only a program's no_grad region (a layer under grad_mode no_grad), inside checkpoints or out.
     "no-grad-regions-tracked": (thunder.dynamo.splitter, "checkpoint_converter", _no_grad_regions_tracked_faulty),
+    # Only an autocast region inside a checkpoint's body.
+    "autocast-in-bodies-ignored": (thunder.dynamo.splitter, "checkpoint_converter", _autocast_in_bodies_ignored_faulty),
     # Only from a compiled function's second call on: training steps (one forward and backward never calls it twice).
     "stale-parameters-from-second-step": (thunder.dynamo.compiler, "_splitter", _stale_parameters_faulty),
     # Only a network of several inputs (a program's further inputs), one each: an input that requires grad, inputs

@@ -40,9 +40,11 @@ _GRAD_MODE_BLOCKS = {
     "autocast": f"torch.autocast(DEVICE, dtype=torch.{AUTOCAST_DTYPE})",
 }
 # What a grad-mode block's values become after it, as code that uses them later must write it: an inference tensor
-# cloned (eager rejects saving one for backward, or updating it, outside inference mode), an autocast value cast
-# back to the dtype of what entered the block (as a block autocast over part of a forward hands its values on; the
-# network's dtype, float64 in the oracle's reference run).
+# cloned (eager rejects saving one for backward, or updating it, outside inference mode), an autocast value a later
+# layer reads cast back to the dtype of what entered the block (as a block autocast over part of a forward hands its
+# values on; the network's dtype, float64 in the oracle's reference run). An autocast value only returned keeps
+# autocast's dtype: the output's dtype is what shows whether thunder computed the block under autocast (the oracle
+# compares dtypes; by value a block computed in float32 is closer to the float64 truth, not further).
 _AFTER_BLOCK = {"inference_mode": "{name}.clone()", "autocast": "{name}.to({entered}.dtype)"}
 
 
@@ -60,7 +62,8 @@ def _node_lines(spec: NetSpec, span: range) -> list[str]:
         lines += [f"with {_GRAD_MODE_BLOCKS[mode]}:", *(INDENT + line for line in body)]
         if mode in _AFTER_BLOCK:
             entered = f"v{program.reads_of(spec.layers[indexes[0]], indexes[0])[0]}"
-            lines += [f"v{i + 1} = {_AFTER_BLOCK[mode].format(name=f'v{i + 1}', entered=entered)}" for i in indexes]
+            after = [i for i in indexes if mode != "autocast" or program.read_after(spec.layers, i + 1, indexes[-1])]
+            lines += [f"v{i + 1} = {_AFTER_BLOCK[mode].format(name=f'v{i + 1}', entered=entered)}" for i in after]
     return lines
 
 

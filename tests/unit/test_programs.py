@@ -170,6 +170,12 @@ def _a_no_grad_region(spec: NetSpec) -> bool:
     return len(spec.layers) <= 2 and all(layer.grad_mode == "no_grad" for layer in spec.layers)
 
 
+def _an_autocast_region_in_a_checkpoint(spec: NetSpec) -> bool:
+    """An autocast region inside a checkpoint's body, of at most two layers, and nothing else."""
+    labels = flow_traits(spec)
+    return len(spec.layers) <= 2 and "program grad mode autocast in a checkpoint" in labels
+
+
 def _inputs_as_state(label: str, kind: str, layers: int = 2) -> Any:
     """At most ``layers`` layers, one of ``kind`` (an input's, or an update), with the inputs-as-state structure
     ``label`` (`fuzz.generate.program.flow_traits`): the structure alone."""
@@ -192,6 +198,7 @@ _NO_GRAD_MODES = ("--fuzz-grad-modes", "none")
         ("clone-update-leaks-to-original", _original_read_after_its_clone_is_updated, ()),
         ("catalog-updates-lost", _a_catalog_update_of_a_clone, ()),
         ("no-grad-regions-tracked", _a_no_grad_region, ()),
+        ("autocast-in-bodies-ignored", _an_autocast_region_in_a_checkpoint, ("--fuzz-grad-modes", "autocast")),
         # (No grad modes: their inference_mode regions meet a torch failure no entry explains yet, which would stop
         # a shard before the fault shows.)
         ("further-inputs-lose-grad", _inputs_as_state("program several inputs", "state_input"), _NO_GRAD_MODES),
@@ -204,7 +211,7 @@ _NO_GRAD_MODES = ("--fuzz-grad-modes", "none")
         ("input-updates-lost", _inputs_as_state("program update of an input", "state_input"), _NO_GRAD_MODES),
     ],
     ids=["aliased-checkpoint-inputs", "clone-update-then-original-read", "catalog-update", "no-grad-region",
-         "input-needing-grad", "inputs-viewing-one-another", "input-updated-in-place"],
+         "autocast-in-a-checkpoint", "input-needing-grad", "inputs-viewing-one-another", "input-updated-in-place"],
 )  # fmt: skip
 def test_a_fault_only_a_program_reaches_is_found_and_shrunk_to_its_data_flow(tmp_path, fault, minimal, options):
     started = time.monotonic()
