@@ -126,6 +126,8 @@ class LayerKind:
     strategies draw it (not so a kind only reduction makes, `fuzz.generate.reduce`). ``flow``: a data-flow kind,
     a node of programs only (`Flow`). ``transposes``: its output is its ``(rows, width)`` input transposed.
     ``reshapes(params, incoming)``: a program node's output shape, rows included (None: ``out_features``).
+    ``strided``: its output may not be contiguous even where its input is (a program's view of it may fail); any
+    other kind's output is contiguous where its input is, and keeps the strides of one that is not.
     """
 
     name: str
@@ -150,6 +152,7 @@ class LayerKind:
     flow: Flow | None = None
     transposes: bool = False
     reshapes: Callable[[Mapping[str, Any], Incoming], Incoming] | None = None
+    strided: bool = False
 
     def output(self, params: Mapping[str, Any], incoming: Incoming) -> Incoming:
         """What a layer of this kind with ``params`` outputs for ``incoming``."""

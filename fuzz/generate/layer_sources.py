@@ -55,6 +55,8 @@ FUNCTIONS: dict[str, str] = {
     "roll_slices": "torch.cat([x[..., {offset}:], x[..., :{offset}]], dim=-1)",
     "narrow_swap": "torch.cat([x.narrow(-1, {offset}, x.shape[-1] - {offset}), x.narrow(-1, 0, {offset})], dim=-1)",
 }
+# Those whose output is not contiguous (`fuzz.generate.kind.LayerKind.strided`): their layout is their point.
+STRIDED_FUNCTIONS = ("transpose_contiguous", "permute_contiguous")
 
 
 def out_features_param(params: Mapping[str, Any], width: int) -> int:

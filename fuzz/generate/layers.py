@@ -35,6 +35,7 @@ from fuzz.generate.layer_sources import (
     OUT,
     OUT_CHANNELS,
     POOLS,
+    STRIDED_FUNCTIONS,
     TRACK,
     VIEW_UPDATE_HELPERS,
     VIEW_UPDATE_PARAMS,
@@ -94,14 +95,15 @@ LAYER_KINDS: dict[str, LayerKind] = {
                     inplace=True),
         # Those without params keep any input's shape; the others fold the last dim by its width.
         *(LayerKind(name, fixed_source(source), FUNCTION_PARAMS.get(name, ()), functional=True,
-                    layout="features" if name in FUNCTION_PARAMS else "any") for name, source in FUNCTIONS.items()),
+                    layout="features" if name in FUNCTION_PARAMS else "any", strided=name in STRIDED_FUNCTIONS)
+          for name, source in FUNCTIONS.items()),
         # One call of a torch op from thunder's OpInfo database (fuzz.generate.ops, fuzz.generate.op_catalog).
         # (`adapt` and `fold` take and give back any shape.)
         LayerKind("op", lambda p, d: ops.call_source(p), OP_PARAMS, functional=True, helpers=ops.HELPERS,
-                  layout="any"),
+                  layout="any", strided=True),
         LayerKind("op_module", lambda p, d: ops.module_source(p), OP_PARAMS[:1] + OP_PARAMS[2:],
                   helpers=ops.HELPERS, apply=lambda p, module: ops.call_source({**p, "form": "module"}, module),
-                  layout="any"),
+                  layout="any", strided=True),
         # litgpt's LLaMA block (see fuzz.generate.decoder): last, being the least simple kind.
         module_kind("decoder_block", lambda p, d: f"DecoderBlock({d}, heads={p['heads']}, "
                 f"query_groups={query_groups(p['heads'], p['kv_heads'])}, hidden={p['hidden']})",
@@ -142,7 +144,7 @@ LAYER_KINDS: dict[str, LayerKind] = {
                   fit=fit_pixel_shuffle, accepts=pixel_shufflable),
         LayerKind("channels_last", lambda p, d: "x.contiguous(memory_format=torch.channels_last"
                   f"{'_3d' if p['dims'] == 3 else ''})", (DIMS,), functional=True, layout="channels", fit=with_dims,
-                  accepts=lambda i: len(i.spatial) >= 2),
+                  accepts=lambda i: len(i.spatial) >= 2, strided=True),
         module_kind("conv_block", lambda p, d: f"ConvBlock({p['dims']}, {d}, {p['out_channels']}, {p['groups']})",
                 OUT_CHANNELS, Param("groups", "divisor"), DIMS, out_features=lambda p, d: p["out_channels"],
                 helpers=("conv_class", "ConvBlock"), layout="channels", fit=fit_conv_block,

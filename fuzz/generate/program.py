@@ -137,7 +137,7 @@ class _Flowing:
         elif flow is None or flow.fresh:
             # A new tensor keeps the strides of a dense one it is computed from (clone and elementwise ops do: a
             # clone of a transpose is transposed), so it may not be contiguous where what it read may not be.
-            contiguous = all(self.values[read].contiguous for read in reads)
+            contiguous = not kind.strided and all(self.values[read].contiguous for read in reads)
             value = Value(shape, len(self.values), region, contiguous, False, requires_grad, frozenset({block}))
         else:  # a view of x, or x updated
             contiguous = x.contiguous and (flow.contiguous is None or flow.contiguous(layer.params, x.shape))
