@@ -326,7 +326,7 @@ def _autocast_in_bodies_ignored_faulty(checkpoint_converter):
         checkpoint_converter(gm, region)
         switches = ("autocast_enter", "autocast_exit")  # (the converter's thunder symbols for them)
         for module in _graphs(gm, region)[1:]:
-            for node in reversed(module.graph.nodes):  # an exit before the enter it uses
+            for node in list(reversed(module.graph.nodes)):  # an exit before the enter it uses
                 if node.op == "call_function" and getattr(node.target, "name", None) in switches:
                     module.graph.erase_node(node)
             module.recompile()

@@ -126,8 +126,8 @@ class LayerKind:
     strategies draw it (not so a kind only reduction makes, `fuzz.generate.reduce`). ``flow``: a data-flow kind,
     a node of programs only (`Flow`). ``transposes``: its output is its ``(rows, width)`` input transposed.
     ``reshapes(params, incoming)``: a program node's output shape, rows included (None: ``out_features``).
-    ``strided``: its output may not be contiguous even where its input is (a program's view of it may fail); any
-    other kind's output is contiguous where its input is, and keeps the strides of one that is not.
+    ``strided``: its output may not be contiguous even where what it reads is (a program's view of it may fail); any
+    other kind's output is contiguous where what it reads is, and may keep the strides of one that is not.
     """
 
     name: str

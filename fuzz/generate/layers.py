@@ -100,10 +100,10 @@ LAYER_KINDS: dict[str, LayerKind] = {
         # One call of a torch op from thunder's OpInfo database (fuzz.generate.ops, fuzz.generate.op_catalog).
         # (`adapt` and `fold` take and give back any shape.)
         LayerKind("op", lambda p, d: ops.call_source(p), OP_PARAMS, functional=True, helpers=ops.HELPERS,
-                  layout="any", strided=True),
+                  layout="any"),
         LayerKind("op_module", lambda p, d: ops.module_source(p), OP_PARAMS[:1] + OP_PARAMS[2:],
                   helpers=ops.HELPERS, apply=lambda p, module: ops.call_source({**p, "form": "module"}, module),
-                  layout="any", strided=True),
+                  layout="any"),
         # litgpt's LLaMA block (see fuzz.generate.decoder): last, being the least simple kind.
         module_kind("decoder_block", lambda p, d: f"DecoderBlock({d}, heads={p['heads']}, "
                 f"query_groups={query_groups(p['heads'], p['kv_heads'])}, hidden={p['hidden']})",

@@ -43,8 +43,9 @@ _GRAD_MODE_BLOCKS = {
 # cloned (eager rejects saving one for backward, or updating it, outside inference mode), an autocast value a later
 # layer reads cast back to the dtype of what entered the block (as a block autocast over part of a forward hands its
 # values on; the network's dtype, float64 in the oracle's reference run). An autocast value only returned keeps
-# autocast's dtype: the output's dtype is what shows whether thunder computed the block under autocast (the oracle
-# compares dtypes; by value a block computed in float32 is closer to the float64 truth, not further).
+# autocast's dtype: where the network returns only such values, the output's dtype shows whether thunder computed
+# the block under autocast (the oracle compares dtypes; by value a block computed in float32 is closer to the float64
+# truth, not further; torch.cat promotes a mix to float32).
 _AFTER_BLOCK = {"inference_mode": "{name}.clone()", "autocast": "{name}.to({entered}.dtype)"}
 
 

@@ -85,6 +85,10 @@ _TANH = next(call for call in update_calls() if call.target == "tanh_")
             _program(LayerSpec("transpose", reads=[0]), LayerSpec("view", {"cols": 1}, reads=[1])),
             "may not be contiguous (eager's view of it fails",
         ),
+        (  # its point is a transposed layout
+            _program(LayerSpec("transpose_contiguous", reads=[0]), LayerSpec("view", {"cols": 1}, reads=[1])),
+            "may not be contiguous (eager's view of it fails",
+        ),
         (  # a clone keeps a transpose's strides
             _program(LayerSpec("transpose", reads=[0]), LayerSpec("clone", reads=[1]),
                      LayerSpec("view", {"cols": 1}, reads=[2])),
@@ -98,8 +102,8 @@ _TANH = next(call for call in update_calls() if call.target == "tanh_")
         (_program(LayerSpec("update_op", _TANH.params, reads=[0])), "updates the network's input in place"),
         (_program(LayerSpec("narrow", {"dim": 1, "start": 5, "length": 1}, reads=[0])), "do not fit"),
     ],
-    ids=["view-of-a-transpose", "view-of-a-clone-of-a-transpose", "update-of-an-expand", "update-of-the-input",
-         "narrow-out-of-range"],
+    ids=["view-of-a-transpose", "view-of-a-transposed-layout", "view-of-a-clone-of-a-transpose", "update-of-an-expand",
+         "update-of-the-input", "narrow-out-of-range"],
 )  # fmt: skip
 def test_what_eager_rejects_among_catalog_nodes_is_not_a_valid_program(spec, problem):
     with pytest.raises(SpecError, match=re.escape(problem)):

@@ -4,6 +4,7 @@ source writes each region as one ``with`` block; eager's rejections across grad 
 drops a region before the layers inside it."""
 
 import re
+from dataclasses import replace
 
 import pytest
 import torch
@@ -53,6 +54,24 @@ def test_consecutive_layers_under_one_mode_are_one_with_block_split_at_a_checkpo
     example.net(example.input).backward(example.cotangent)
     labels = flow_traits(spec)
     assert {"program grad mode inference_mode", "program grad mode inference_mode in a checkpoint"} <= set(labels)
+
+
+def test_an_autocast_value_a_later_layer_reads_is_cast_back_and_one_only_returned_keeps_autocasts_dtype():
+    linear = {"bias": True, "out_features": 3}
+    spec = _program(
+        LayerSpec("linear", linear, reads=[0], grad_mode="autocast"),
+        LayerSpec("linear", linear, reads=[0], grad_mode="autocast"),
+        LayerSpec("tanh", reads=[1]),
+        checkpoints=[CheckpointSpec(0, 2)],
+        outputs=[2],
+    )
+    validate(spec)
+    source = network_source(spec).split("class PlainNet")[0]
+    assert "v1 = v1.to(v0.dtype)" in source and "v2 = v2.to(" not in source
+    example = build_example(spec)
+    assert call_on(example.net, example.input).dtype == torch.bfloat16  # what shows an ignored autocast (by dtype)
+    mixed = build_example(replace(spec, outputs=[2, 3]))
+    assert call_on(mixed.net, mixed.input).dtype == torch.float32  # torch.cat promotes a mix
 
 
 @pytest.mark.parametrize(
