@@ -15,7 +15,7 @@ from fuzz.generate.spec import NetSpec
 from fuzz.judge.failures import RESEMBLES, ParityFailure
 from fuzz.judge.outcome import Outcome
 from fuzz.judge.thunder_runs import VerdictCut
-from fuzz.registry.fixes import Fix
+from fuzz.registry.fixes import Fix, applied
 from fuzz.registry.issue import KnownIssue, explained_by, installed_thunder
 from fuzz.registry.novelty import credited_fixes, fixes_on
 from fuzz.report.stats import CampaignStats
@@ -92,13 +92,7 @@ class KnownBugs:
         if not outcome.valid or outcome.failure is None or not self.fixes:
             return ()
         started, limit = time.monotonic(), self.budget.shrinking_timeout_s()
-
-        def judge(spec: NetSpec) -> Outcome:
-            judged = self.check(spec, limit, rerun=False)
-            if judged.cut_short:  # the end of the budget, not a fix, stopped it: no verdict (as explained_by)
-                raise VerdictCut
-            return judged
-
+        judge = lambda spec: self._judged(spec, limit)  # noqa: E731
         try:
             credited = credited_fixes(outcome.spec, self.fixes, judge, [*(issue.id for issue in known), *self.recent])
         finally:
@@ -106,6 +100,23 @@ class KnownBugs:
         if len(credited) == 1:  # most failures of a campaign are forms of a few bugs: try these first next time
             self.recent = [credited[0], *(entry for entry in self.recent if entry != credited[0])][:RECENT_FIRST]
         return credited
+
+    def fixes_explain(self, spec: NetSpec, limit_s: float | None) -> bool:
+        """Whether ``spec`` passes on thunder with every known fix applied (one verdict under ``limit_s``): what it
+        fails of is a known bug's form. A check the end of the budget cuts short raises `VerdictCut`."""
+        if not self.fixes:
+            return False
+        with applied(self.fixes):
+            judged = self._judged(spec, limit_s)
+        return judged.valid and judged.failure is None
+
+    def _judged(self, spec: NetSpec, limit_s: float | None) -> Outcome:
+        """``spec``'s verdict under ``limit_s``; `VerdictCut` where the end of the budget, not a fix, stopped it (no
+        verdict, as `fuzz.registry.issue.explained_by` takes it)."""
+        judged = self.check(spec, limit_s, rerun=False)
+        if judged.cut_short:
+            raise VerdictCut
+        return judged
 
     def explained(
         self,

@@ -264,6 +264,29 @@ def test_a_reduction_whose_blame_check_the_end_of_the_budget_cuts_short_blames_n
     assert listed["blames"] is None and "in a network not reduced" in listed["cluster_label"], listed
 
 
+def test_a_reduction_does_not_step_into_a_form_of_a_known_bug_that_the_known_fixes_cure(tmp_path):
+    # In one checkpoint, a read of a clone after its update (inplace-update-in-checkpoint-wrong-grad's form: the
+    # output wrong stock, right with its fix); in another, a tanh that a fault breaks. The network fails with every
+    # fix applied (the fault), so it is new; deleting the tanh leaves a network of the same failure class that the
+    # fixes cure: a known bug, which the reduction must not report as the new one (a nightly did, three times).
+    layers = [("clone", [0]), ("add_", [1, 0]), ("mul", [1, 0]), ("tanh", [0])]
+    spec = NetSpec(
+        1,
+        [LayerSpec(kind, reads=reads) for kind, reads in layers],
+        [CheckpointSpec(0, 3), CheckpointSpec(3, 4)],
+        batch=1,
+        seed=144,
+        outputs=[2, 1, 3, 4],
+    )
+    campaign = Campaign(CampaignConfig(run_dir=tmp_path, confirm=False))
+    campaign.start_item()
+    with injected("tanh-grad-x2"):
+        failure = check_spec(spec).failure
+        assert failure is not None and not campaign.known_bugs.fixes_explain(spec, 60)
+        reduced, _, _ = campaign.findings.reduced(spec, failure)
+    assert "tanh" in [layer.kind for layer in reduced.layers], reduced.to_json()
+
+
 def test_a_database_filled_under_a_tests_old_key_is_moved_to_its_new_key(tmp_path):
     """`adopt_examples`: every corpus Hypothesis keeps under a key (failures, the secondary and pareto ones) moves."""
     from hypothesis.database import DirectoryBasedExampleDatabase
