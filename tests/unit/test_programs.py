@@ -199,7 +199,15 @@ _NO_GRAD_MODES = ("--fuzz-grad-modes", "none")
         ("clone-update-leaks-to-original", _original_read_after_its_clone_is_updated, ()),
         ("catalog-updates-lost", _a_catalog_update_of_a_clone, ()),
         ("no-grad-regions-tracked", _a_no_grad_region, ()),
-        ("autocast-in-bodies-ignored", _an_autocast_region_in_a_checkpoint, ("--fuzz-grad-modes", "autocast")),
+        # (float32 only, where autocast is drawn: the other dtypes' draws met a catalog update thunder has no grad
+        # transform for, trunc_ in a float64 checkpoint, which no entry explains yet and stopped the shard first.
+        # Found after 96 s and 192 s in two runs: five minutes. Not yet reliable: unregistered in-place bugs, an
+        # unused sigmoid_ of a Linear's clone giving the weight a gradient, still stop a shard first at times.)
+        (
+            "autocast-in-bodies-ignored",
+            _an_autocast_region_in_a_checkpoint,
+            ("--fuzz-grad-modes", "autocast", "--fuzz-dtypes", "float32", "--fuzz-minutes", "5"),
+        ),
         # (No grad modes: their inference_mode regions meet a torch failure no entry explains yet, which would stop
         # a shard before the fault shows.)
         ("further-inputs-lose-grad", _inputs_as_state("program several inputs", "state_input"), _NO_GRAD_MODES),
