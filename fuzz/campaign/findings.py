@@ -164,6 +164,24 @@ class FailureWriter:
             artifacts, spec, failure, self.config.converter, name, executors=self.config.executors, reduced=reduced
         )
 
+    def _shows_the_new_bug(
+        self, candidate: NetSpec, shown: ParityFailure | None, failure: ParityFailure, limit_s: float
+    ) -> bool:
+        """Whether ``candidate``, a smaller network of a new ``failure``, fails of that bug (``shown``: what it failed
+        with): in the same class and triage, unexplained by the known issues it matches, and not cured by the known
+        fixes. A step into a known bug's form is no step (measured: three of a nightly's findings reduced from new
+        bugs to networks that pass with the fixes, reported as new). A known-issue check cut short is no step."""
+        if shown is None or shown.signature != failure.signature:
+            return False
+        applying = known_issues_for(candidate)
+        known = [issue for issue in applying if issue.reproduced_by(shown, candidate)]
+        try:
+            if known and self.known_bugs.explained(candidate, known, limit_s, others=applying):
+                return False
+            return not self.known_bugs.fixes_explain(candidate, limit_s)
+        except VerdictCut:
+            return False
+
     def reduced(self, spec: NetSpec, failure: ParityFailure) -> tuple[NetSpec, ParityFailure, bool]:
         """``spec`` reduced further (see `fuzz.generate.reduce`) with the failure it still shows in the same class, and
         whether every check of the reduction had a verdict: where the end of the budget cut one short (an op's twin or
@@ -197,18 +215,7 @@ class FailureWriter:
                 return False
             if outcome.cut_short:
                 cut.append(candidate)
-            same = outcome.failure is not None and outcome.failure.signature == failure.signature
-            applying = known_issues_for(candidate)
-            known = [issue for issue in applying if issue.reproduced_by(outcome.failure, candidate)]
-            try:
-                if not same or (known and self.known_bugs.explained(candidate, known, limit, others=applying)):
-                    return False
-                # A step into a known bug's form is no step: the reduced network must fail of the new bug, which
-                # the known fixes do not cure (measured: three of a nightly's findings reduced from new bugs to
-                # networks that pass with the fixes, reported as new).
-                if self.known_bugs.fixes_explain(candidate, limit):
-                    return False
-            except VerdictCut:  # (its known-issue check cut short: no step)
+            if not self._shows_the_new_bug(candidate, outcome.failure, failure, limit):
                 return False
             found[id(candidate)] = outcome.failure
             return True
