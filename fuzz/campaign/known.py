@@ -15,9 +15,9 @@ from fuzz.generate.spec import NetSpec
 from fuzz.judge.failures import RESEMBLES, ParityFailure
 from fuzz.judge.outcome import Outcome
 from fuzz.judge.thunder_runs import VerdictCut
-from fuzz.registry.fixes import Fix, applied
+from fuzz.registry.fixes import Fix
 from fuzz.registry.issue import KnownIssue, explained_by, installed_thunder
-from fuzz.registry.novelty import credited_fixes, fixes_on
+from fuzz.registry.novelty import credited_fixes, fixes_on, passes_with
 from fuzz.report.stats import CampaignStats
 
 FIXED_NOT = "it still fails with the entry's fix applied"
@@ -104,11 +104,7 @@ class KnownBugs:
     def fixes_explain(self, spec: NetSpec, limit_s: float | None) -> bool:
         """Whether ``spec`` passes on thunder with every known fix applied (one verdict under ``limit_s``): what it
         fails of is a known bug's form. A check the end of the budget cuts short raises `VerdictCut`."""
-        if not self.fixes:
-            return False
-        with applied(self.fixes):
-            judged = self._judged(spec, limit_s)
-        return judged.valid and judged.failure is None
+        return bool(self.fixes) and passes_with(spec, self.fixes, lambda candidate: self._judged(candidate, limit_s))
 
     def _judged(self, spec: NetSpec, limit_s: float | None) -> Outcome:
         """``spec``'s verdict under ``limit_s``; `VerdictCut` where the end of the budget, not a fix, stopped it (no

@@ -27,6 +27,13 @@ def fixes_on(thunder: str) -> tuple[list[Fix], list[str]]:
     return fixes, notices
 
 
+def passes_with(spec: NetSpec, fixes: Sequence[Fix], judge: Callable[[NetSpec], Outcome]) -> bool:
+    """Whether ``judge`` passes ``spec`` (a valid verdict, no failure) with ``fixes`` applied."""
+    with applied(fixes):
+        outcome = judge(spec)
+    return outcome.valid and outcome.failure is None
+
+
 def credited_fixes(
     spec: NetSpec, fixes: Sequence[Fix], judge: Callable[[NetSpec], Outcome], first: Sequence[str] = ()
 ) -> tuple[str, ...]:
@@ -38,9 +45,7 @@ def credited_fixes(
     builds on others brings them: where they alone make it pass, the credit is theirs."""
 
     def passes(some: Sequence[Fix]) -> bool:
-        with applied(some):
-            outcome = judge(spec)
-        return outcome.valid and outcome.failure is None
+        return passes_with(spec, some, judge)
 
     if not fixes or not passes(fixes):
         return ()
