@@ -107,6 +107,17 @@ def _tensor_dtype(literal: object) -> str | None:
     return literal.get("dtype") if isinstance(literal, dict) and "tensor" in literal else None
 
 
+def _used_under_two_names(spec: NetSpec, index: int) -> bool:
+    flow = LAYER_KINDS[spec.layers[index].kind].flow
+    if flow is None or not flow.updates:
+        return False
+    returned = program.outputs_of(spec)
+    return all(
+        value in returned or program.read_after(spec.layers, value, index)
+        for value in (spec.layers[index].reads[0], index + 1)
+    )
+
+
 def _op_params(where: Callable[[dict], bool]) -> NodePredicate:
     return lambda spec, i: "op" in spec.layers[i].params and where(spec.layers[i].params)
 
@@ -158,6 +169,9 @@ NODE_PREDICATES: dict[str, NodePredicate] = {
     "updates-an-input-through-a-view": lambda spec, i: (
         spec.is_program and "through a view" in program.input_update(spec, i)
     ),
+    # A program's in-place update whose result and the value it updated (one tensor, two names) are both read after
+    # it or returned.
+    "used-under-two-names": lambda spec, i: spec.is_program and _used_under_two_names(spec, i),
     "one-feature-per-head-batched": lambda spec, i: (
         spec.batch >= 2 and spec.layers[i].params.get("heads") == spec.widths()[i] >= 2
     ),
