@@ -169,6 +169,10 @@ NODE_PREDICATES: dict[str, NodePredicate] = {
     "updates-an-input-through-a-view": lambda spec, i: (
         spec.is_program and "through a view" in program.input_update(spec, i)
     ),
+    # What enters the node has one element (a (1, 1) program value, a one-feature batch of one).
+    "reads-one-element": lambda spec, i: (
+        (shape := spec.incoming()[i]).batch * shape.width * math.prod(shape.spatial or ()) == 1
+    ),
     # A program's in-place update whose result and the value it updated (one tensor, two names) are both read after
     # it or returned.
     "used-under-two-names": lambda spec, i: spec.is_program and _used_under_two_names(spec, i),
