@@ -133,10 +133,16 @@ def _program_nodes(
     ckpts = checkpoints_from_placements([*placements, placement], [*layers, LayerSpec(kind.name)])
     if kind.flow.updates:
         targets = program.updatable(layers, ckpts, incoming, program.region_of(ckpts, len(layers)))
-        # Values with aliases last, the likeliest: a second update of one tensor, through another view of it.
-        targets.sort(key=lambda v: sum(value.base == flowing[v].base for value in flowing))
         if (of_inputs := _updatable_inputs(kind, layers, placements, flowing, incoming)) and draw(st.booleans()):
             placement, targets = ("outside", None), of_inputs
+            if draw(st.booleans()):  # through a view the program makes of the input (else rare: a view, then this)
+                view = LayerSpec("alias", reads=[_earlier(draw, targets)])
+                with_view = program.values([*layers, view], ckpts, incoming)
+                if len(with_view) - 1 in program.updatable([*layers, view], ckpts, incoming, None):
+                    nodes, targets, flowing = [(view, placement)], [len(flowing)], with_view
+        # Values with aliases last, the likeliest: a second update of one tensor, through another view of it (of an
+        # input: an aliased input, a view the program made of one).
+        targets.sort(key=lambda v: sum(value.base == flowing[v].base for value in flowing))
         if not targets:  # nothing eager lets it update yet: a clone, updated
             clone = LayerSpec("clone", reads=[_earlier(draw, every)])
             nodes, targets = [(clone, placement)], [len(flowing)]
