@@ -101,6 +101,38 @@ def _update_params(draw: st.DrawFn, calls: Sequence[Any]) -> dict[str, Any]:
     return call.params
 
 
+def _update_targets(
+    draw: st.DrawFn,
+    kind: LayerKind,
+    layers: list[LayerSpec],
+    placements: list[Any],
+    placement: Any,
+    flowing: list[program.Value],
+    incoming: Incoming,
+) -> tuple[list[tuple[LayerSpec, Any]], list[int], Any, list[program.Value]]:
+    """What an update of ``kind`` placed at ``placement`` may update: the layers it needs first (a view of an input,
+    a fresh clone), the values (aliased ones last, the likeliest), its placement, and ``flowing`` with those layers."""
+    ckpts = checkpoints_from_placements([*placements, placement], [*layers, LayerSpec(kind.name)])
+    nodes: list[tuple[LayerSpec, Any]] = []
+    targets = program.updatable(layers, ckpts, incoming, program.region_of(ckpts, len(layers)))
+    if (of_inputs := _updatable_inputs(kind, layers, placements, flowing, incoming)) and draw(st.booleans()):
+        placement, targets = ("outside", None), of_inputs
+        if draw(st.booleans()):  # through a view the program makes of the input (else rare: a view, then this)
+            view = LayerSpec("alias", reads=[_earlier(draw, targets)])
+            with_view = program.values([*layers, view], ckpts, incoming)
+            if len(with_view) - 1 in program.updatable([*layers, view], ckpts, incoming, None):
+                nodes, targets, flowing = [(view, placement)], [len(flowing)], with_view
+    # Values with aliases last, the likeliest: a second update of one tensor, through another view of it (of an
+    # input: an aliased input, a view the program made of one).
+    targets.sort(key=lambda v: sum(value.base == flowing[v].base for value in flowing))
+    if not targets:  # nothing eager lets it update yet: a clone, updated
+        clone = LayerSpec("clone", reads=[_earlier(draw, range(len(flowing)))])
+        nodes, targets = [(clone, placement)], [len(flowing)]
+        placement = ("outside" if placement[0] == "outside" else "inside", None)
+        flowing = program.values([*layers, clone], ckpts, incoming)
+    return nodes, targets, placement, flowing
+
+
 @st.composite
 def _program_nodes(
     draw: st.DrawFn,
@@ -132,22 +164,9 @@ def _program_nodes(
     kind, targets, calls = _drawable(kind, flowing, incoming)
     ckpts = checkpoints_from_placements([*placements, placement], [*layers, LayerSpec(kind.name)])
     if kind.flow.updates:
-        targets = program.updatable(layers, ckpts, incoming, program.region_of(ckpts, len(layers)))
-        if (of_inputs := _updatable_inputs(kind, layers, placements, flowing, incoming)) and draw(st.booleans()):
-            placement, targets = ("outside", None), of_inputs
-            if draw(st.booleans()):  # through a view the program makes of the input (else rare: a view, then this)
-                view = LayerSpec("alias", reads=[_earlier(draw, targets)])
-                with_view = program.values([*layers, view], ckpts, incoming)
-                if len(with_view) - 1 in program.updatable([*layers, view], ckpts, incoming, None):
-                    nodes, targets, flowing = [(view, placement)], [len(flowing)], with_view
-        # Values with aliases last, the likeliest: a second update of one tensor, through another view of it (of an
-        # input: an aliased input, a view the program made of one).
-        targets.sort(key=lambda v: sum(value.base == flowing[v].base for value in flowing))
-        if not targets:  # nothing eager lets it update yet: a clone, updated
-            clone = LayerSpec("clone", reads=[_earlier(draw, every)])
-            nodes, targets = [(clone, placement)], [len(flowing)]
-            placement = ("outside" if role == "outside" else "inside", None)
-            flowing = program.values([*layers, clone], ckpts, incoming)
+        nodes, targets, placement, flowing = _update_targets(
+            draw, kind, layers, placements, placement, flowing, incoming
+        )
     x = _earlier(draw, targets)
     aliases = [
         v for v in every if v != x and flowing[v].base == flowing[x].base and flowing[v].shape == flowing[x].shape
