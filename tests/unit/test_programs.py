@@ -3,6 +3,7 @@ as Python, shrinking toward a stack; layer stacks keep their JSON and their netw
 program's data flow reaches is found by a real campaign and shrunk to it."""
 
 import json
+import random
 import re
 import time
 from typing import Any
@@ -129,14 +130,18 @@ def _aliased_region(spec: NetSpec) -> bool:
     return "program checkpoint of aliased inputs" in flow_traits(spec)
 
 
-def test_a_checkpoint_of_two_aliased_inputs_is_drawn_and_shrinks_to_that_structure_alone():
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_checkpoint_of_two_aliased_inputs_is_drawn_and_shrinks_to_that_structure_alone(seed):
     # Shrunk, then reduced, as a campaign's failure is (fuzz.campaign.findings). Where it stops depends on where the
     # shrink started (which differed with the test order and the machine's load): [alias, add] or [alias, clone,
     # sin], a region reading the view and its base through two one-value layers, which no deletion makes smaller.
+    # Seeded runs, not derandomize: any change of the strategies moves a derandomized run's one path (one stopped at
+    # two features after updates through a view of an input were added; eight seeds of it all shrank to one).
     found = find(
         program_specs(dtypes=("float32",), grad_modes=()),
         _aliased_region,
-        settings=settings(database=None, max_examples=3000, derandomize=True, phases=[Phase.generate, Phase.shrink]),
+        settings=settings(database=None, max_examples=3000, phases=[Phase.generate, Phase.shrink]),
+        random=random.Random(seed),
     )
     shrunk = reduce_spec(found, _aliased_region)
     assert len(shrunk.layers) <= 3 and shrunk.layers[0].kind == "alias", shrunk.to_json()
