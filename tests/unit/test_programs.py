@@ -205,9 +205,9 @@ _NO_GRAD_MODES = ("--fuzz-grad-modes", "none")
         ("catalog-updates-lost", _a_catalog_update_of_a_clone, ()),
         ("no-grad-regions-tracked", _a_no_grad_region, ()),
         # (float32 only, where autocast is drawn: the other dtypes' draws met a catalog update thunder has no grad
-        # transform for, trunc_ in a float64 checkpoint, which no entry explains yet and stopped the shard first.
-        # Found after 96 s and 192 s in two runs: five minutes. Not yet reliable: unregistered in-place bugs, an
-        # unused sigmoid_ of a Linear's clone giving the weight a gradient, still stop a shard first at times.)
+        # transform for, trunc_ in a float64 checkpoint, which stopped the shard first; its spec was lost and a hand
+        # search did not find it again. Five minutes: found after 96 s and 192 s in two runs. Real bugs no entry
+        # explains stop a shard before it, so each one a run meets is registered.)
         (
             "autocast-in-bodies-ignored",
             _an_autocast_region_in_a_checkpoint,
