@@ -14,6 +14,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from fuzz.generate import program
 from fuzz.generate.reduce import valid
 from fuzz.generate.spec import NetSpec, any_trainable
 from fuzz.judge.failures import ParityFailure
@@ -139,6 +140,10 @@ def explained_by(
         # The trigger held the network's only parameters: what is left differentiates its input instead (else
         # there is no backward to run, and the network would prove nothing either way).
         stripped = replace(stripped, input_requires_grad=True)
+    if stripped.is_program and not program.an_output_requires_grad(stripped):
+        # The trigger was the outputs' only path to grad (an update giving an input grad): the input is returned
+        # too, as the strategies make such a program, so that backward has a graph to judge.
+        stripped = replace(stripped, outputs=[*program.outputs_of(stripped), 0])
     if not valid(stripped):  # taking the trigger out broke the network: no evidence either way
         return False
     with in_flight(stripped):

@@ -8,6 +8,7 @@ import pytest
 
 from fuzz.generate.op_catalog import catalog
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
+from fuzz.judge.verdict import check_spec
 from fuzz.registry.issue import KNOWN_ISSUES_DIR, explained_by
 from fuzz.registry.known_issues import KNOWN_ISSUES, load_entry, load_registry
 from fuzz.registry.signatures import ENTRY_FILE, entry_text, read_entry, tomllib
@@ -156,6 +157,25 @@ def test_a_trigger_that_held_the_only_parameters_leaves_a_network_that_different
     assert explained_by(spec, [issue], "fixed", 60.0, in_flight=lambda stripped: ran.append(stripped) or nullcontext())
     (stripped,) = ran
     assert [layer.kind for layer in stripped.layers] == ["relu"] and stripped.input_requires_grad
+
+
+def test_an_update_that_was_the_outputs_only_path_to_grad_is_explained_once_the_input_is_returned_too():
+    # Seen in the autocast self-test's runs: s.add_(x) into an input needing no grad (input-update-loses-requires-grad),
+    # its result the only output. Without the update nothing needs grad, so the stripped network returns x too (as
+    # the strategies make such a program) and passes: the entry explains it; before, it was reported as new.
+    issue = next(i for i in KNOWN_ISSUES if i.id == "input-update-loses-requires-grad")
+    state = {"width": 1, "requires_grad": False}
+    spec = NetSpec(
+        features=1,
+        layers=[LayerSpec("state_input", state, reads=[0]), LayerSpec("add_", reads=[1, 0])],
+        batch=1,
+        outputs=[2],
+    )
+    assert issue.applies(spec) and check_spec(spec).failure is not None
+    ran = []
+    assert explained_by(spec, [issue], "fixed", 60.0, in_flight=lambda stripped: ran.append(stripped) or nullcontext())
+    (stripped,) = ran
+    assert [layer.kind for layer in stripped.layers] == ["state_input"] and stripped.outputs[-1] == 0
 
 
 def test_a_known_crash_that_hides_another_known_bug_is_explained_by_both_and_nothing_else():
