@@ -41,6 +41,7 @@ class CampaignConfig:
     kinds: tuple[str, ...] | None = None
     dtypes: tuple[str, ...] | None = None
     grad_modes: tuple[str, ...] | None = None  # those a program's layers may run under (default: all)
+    catalog_nodes: bool | None = None  # programs draw inputs as state, view ops, catalog updates (None: the profile's)
     ops: tuple[str, ...] | None = None  # the op family's ops (default: every drawable one)
     families: tuple[str, ...] | None = None  # the families it runs (`fuzz.campaign.families`; default: all)
     known_issues: str = "xfail"

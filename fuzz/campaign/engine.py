@@ -215,7 +215,7 @@ class Campaign:
             ops,
             config.max_dim,
             grad_modes=grad_modes if reach else (),
-            catalog_nodes=reach,
+            catalog_nodes=reach if config.catalog_nodes is None else config.catalog_nodes,
         )
 
     def strategy(self, family: Family, **options: Any) -> st.SearchStrategy[NetSpec]:

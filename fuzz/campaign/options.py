@@ -75,6 +75,7 @@ def campaign_config(config: pytest.Config) -> CampaignConfig:
         kinds=kinds,
         dtypes=dtypes,
         grad_modes=grad_modes,
+        catalog_nodes=None if (nodes := config.getoption("fuzz_catalog_nodes")) is None else nodes == "yes",
         ops=ops,
         families=families,
         known_issues="check" if config.getoption("known_issues") == "check" else "xfail",

@@ -61,6 +61,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="comma-separated grad modes a program's layers may run under: no_grad, enable_grad, inference_mode, "
         "autocast, or none (default: all)",
     )
+    group.addoption(
+        "--fuzz-catalog-nodes",
+        default=None,
+        choices=("yes", "no"),
+        help="whether programs draw further inputs (inputs as state), torch's view ops and the op catalog's in-place "
+        "updates (default: yes, but no under the ci profile)",
+    )
     group.addoption("--fuzz-dtypes", default=None, help="comma-separated dtypes to draw from (default: all)")
     group.addoption(
         "--fuzz-ops",

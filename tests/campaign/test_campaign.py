@@ -302,3 +302,14 @@ def test_a_database_filled_under_a_tests_old_key_is_moved_to_its_new_key(tmp_pat
     assert set(database.fetch(new)) == {b"a", b"d"} and list(database.fetch(new + b".secondary")) == [b"b"]
     assert list(database.fetch(new + b".pareto")) == [b"c"] and not list(database.fetch(old))
     assert adopt_examples(database, old, new) == 0  # the next run has nothing left to move
+
+
+def test_a_campaign_draws_catalog_nodes_as_its_profile_says_unless_told():
+    def draws(**options: object) -> tuple[bool, tuple[str, ...]]:
+        drawn = Campaign(CampaignConfig(run_dir=Path("unused"), **options)).draw_options
+        return drawn.catalog_nodes, drawn.grad_modes
+
+    assert draws(profile="nightly")[0] and draws(profile="dev")[0]
+    assert draws(profile="ci") == (False, ())
+    assert draws(profile="nightly", catalog_nodes=False)[0] is False
+    assert draws(profile="nightly", catalog_nodes=False, grad_modes=("autocast",)) == (False, ("autocast",))
