@@ -210,6 +210,12 @@ def an_output_requires_grad(spec: Any) -> bool:
     return any(made[value].requires_grad for value in outputs_of(spec))
 
 
+def with_a_graph(spec: Any) -> Any:
+    """``spec``, with its input returned too where no output requires grad (every one made under no_grad, detached,
+    or needing grad only through an update taken out), so that backward has a graph."""
+    return spec if an_output_requires_grad(spec) else replace(spec, outputs=[*outputs_of(spec), 0])
+
+
 def update_problems(layers: Sequence[Any], checkpoints: Sequence[Any], incoming: Incoming) -> list[str]:
     """What eager would reject among the program's in-place updates, one line each."""
     return _walk(layers, checkpoints, incoming, repair=False)[2]

@@ -272,5 +272,4 @@ def program_specs(
         seed=draw(st.integers(0, 2**16)),
         outputs=outputs,
     )
-    # Every output made under no_grad or detached: the input returned too, so that backward has a graph.
-    return spec if program.an_output_requires_grad(spec) else replace(spec, outputs=[*outputs, 0])
+    return program.with_a_graph(spec)

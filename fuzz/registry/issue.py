@@ -140,10 +140,10 @@ def explained_by(
         # The trigger held the network's only parameters: what is left differentiates its input instead (else
         # there is no backward to run, and the network would prove nothing either way).
         stripped = replace(stripped, input_requires_grad=True)
-    if stripped.is_program and not program.an_output_requires_grad(stripped):
-        # The trigger was the outputs' only path to grad (an update giving an input grad): the input is returned
-        # too, as the strategies make such a program, so that backward has a graph to judge.
-        stripped = replace(stripped, outputs=[*program.outputs_of(stripped), 0])
+    if stripped.is_program:
+        # The trigger may have been the outputs' only path to grad (an update giving an input grad): the input is
+        # returned too then, as the strategies make such a program.
+        stripped = program.with_a_graph(stripped)
     if not valid(stripped):  # taking the trigger out broke the network: no evidence either way
         return False
     with in_flight(stripped):
