@@ -204,14 +204,16 @@ _NO_GRAD_MODES = ("--fuzz-grad-modes", "none")
         ("clone-update-leaks-to-original", _original_read_after_its_clone_is_updated, ()),
         ("catalog-updates-lost", _a_catalog_update_of_a_clone, ()),
         ("no-grad-regions-tracked", _a_no_grad_region, ()),
-        # (float32 only, where autocast is drawn, and no catalog nodes: the other dtypes' draws met trunc_ in a
-        # float64 checkpoint, which thunder has no grad transform for, and further inputs met inputs-as-state bugs
-        # (six registered since): a real bug no entry explains stops a shard before the fault shows. Five minutes.)
+        # (The fault shows only where a network returns a value an autocast region made in autocast's dtype: Linear
+        # is the layer kind autocast computes in bfloat16, and with it alone 23 of 400 drawn programs return one,
+        # against 4 of 400 with every kind. Float32 only, where autocast is drawn, and no catalog nodes: the other
+        # dtypes' draws met trunc_ in a float64 checkpoint, and further inputs met inputs-as-state bugs, real bugs no
+        # entry explained, each of which took a shard's time to shrink before the fault showed. Five minutes.)
         (
             "autocast-in-bodies-ignored",
             _an_autocast_region_in_a_checkpoint,
             ("--fuzz-grad-modes", "autocast", "--fuzz-dtypes", "float32", "--fuzz-catalog-nodes", "no",
-             "--fuzz-minutes", "5"),
+             "--fuzz-layers", "linear", "--fuzz-minutes", "5"),
         ),
         # (No grad modes: their inference_mode regions meet a torch failure no entry explains yet, which would stop
         # a shard before the fault shows.)
