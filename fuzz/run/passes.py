@@ -9,6 +9,8 @@ nothing but torch.
 import copy
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 # The probe of rule 2: eager on this many copies of the example, each value moved by up to this many ulps.
 NUDGES = 8
@@ -299,7 +301,8 @@ def nudged_runs(net, x, cotangent, runs=NUDGES, training=None):
     and its truth, so that eager's own error and drift can be seen over several samples, not one (rules 1 and 3):
     the copy's `forward_backward` and its `float64_reference`; for a float64 network, which has no wider truth,
     the copy's float64 run as the truth and, as the sample, that run moved by its float32 twin's error scaled down by
-    the ratio of the epsilons (rounding errors scale with eps), or the run itself where no float32 twin runs (the
+    the ratio of the epsilons (rounding errors scale with eps; the coarsest dtype the run computes in is its eps),
+    or the run itself where no float32 twin runs (the
     truths still show eager's float64 spread, `fuzz.judge.tolerance.mismatch`).
     With ``training``, each copy trains along its own eager trajectory, its later steps' inputs nudged too."""
     generator = torch.Generator().manual_seed(0)
@@ -327,8 +330,32 @@ def nudged_runs(net, x, cotangent, runs=NUDGES, training=None):
             results.append((forward_backward(nudged, nudged, nudged_x, cotangent, steps), truth))
         else:
             twin = _float32_twin(nudged, nudged_x, cotangent, steps)
-            results.append(_float64_rounding_sample(forward_backward(nudged, nudged, nudged_x, cotangent, steps), twin))
+            with _ComputedDtypes() as computed:
+                run = forward_backward(nudged, nudged, nudged_x, cotangent, steps)
+            results.append(_float64_rounding_sample(run, twin, computed.coarsest_eps()))
     return results
+
+
+class _ComputedDtypes(TorchDispatchMode):
+    """The floating-point dtypes of what the ops run while it is active compute (`coarsest_eps`): a float64 network
+    may compute in float32 inside (transformers' eager attention takes its softmax in float32), and rounds as
+    coarsely as float32 there."""
+
+    def __init__(self):
+        super().__init__()
+        self.dtypes = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        # (What rounds is an op on floating-point data; a factory's exact values, an empty placeholder (layer_norm's
+        # backward makes float32 ones in a float64 network) round nothing.)
+        if any(_values(t) for t in tree_leaves((args, kwargs))):
+            self.dtypes.update(t.dtype for t in tree_leaves(result) if _values(t))
+        return result
+
+    def coarsest_eps(self):
+        """The largest machine epsilon of the dtypes computed in (float64's when none was seen)."""
+        return max((torch.finfo(dtype).eps for dtype in self.dtypes), default=torch.finfo(torch.float64).eps)
 
 
 def _float32_twin(net, x, cotangent, training=None):
@@ -350,11 +377,18 @@ def finite(result):
     return all(bool(torch.isfinite(t).all()) for t in (output, *grads.values()) if t is not None)
 
 
-def _float64_rounding_sample(run, twin):
-    """(``run`` moved by its float32 ``twin``'s error x eps64/eps32, ``run``), or (``run``, ``run``) without a twin."""
+def _values(t):
+    """Whether ``t`` is a tensor of floating-point values (not an empty one)."""
+    return isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() > 0
+
+
+def _float64_rounding_sample(run, twin, eps):
+    """(``run`` moved by its float32 ``twin``'s error x eps/eps32, ``run``), or (``run``, ``run``) without a twin;
+    ``eps``: the coarsest epsilon the float64 ``run`` computed in (`_ComputedDtypes`), float64's or, where it computes
+    in float32 somewhere, float32's: its rounding there is the twin's, not scaled down."""
     if twin is None:
         return run, run
-    ratio = torch.finfo(torch.float64).eps / torch.finfo(torch.float32).eps
+    ratio = min(1.0, eps / torch.finfo(torch.float32).eps)
 
     def moved(t, t32):
         if t is None or t32 is None or t32.shape != t.shape or not t.is_floating_point():

@@ -123,6 +123,44 @@ def test_a_float64_gradient_that_cancels_to_zero_passes_and_an_error_on_it_still
     assert judge((eager[0], {**eager[1], "layer2.bias": bias * (1 + 1e-8)}), eager, probe=lambda: nudged) is not None
 
 
+class _AttentionOverOneValue(torch.nn.Module):
+    """Attention weights over keys that differ, on values that do not, with its softmax in ``softmax_dtype`` (float32
+    in transformers' eager attention, whatever the model's dtype): the keys' gradient is 0 in truth, since the
+    weights sum to 1, and what eager computes is the softmax's rounding."""
+
+    def __init__(self, softmax_dtype: torch.dtype) -> None:
+        super().__init__()
+        self.keys = torch.nn.Linear(8, 8, dtype=torch.float64)
+        self.softmax_dtype = softmax_dtype
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weights = torch.softmax(self.keys(x).to(self.softmax_dtype), dim=-1).to(x.dtype)
+        return weights @ torch.ones(8, 4, dtype=x.dtype)
+
+
+# Found by `make campaign` (the training family's tiny phi model in float64, tokens all alike): thunderfx's q_proj
+# gradient -2.79e-09 where eager's was -1.20e-09, both the float32 softmax's rounding of a truth of 0, judged a
+# divergence while the float64 network's noise was its float32 twin's error scaled by eps64/eps32.
+def test_a_float64_network_computing_in_float32_inside_has_float32_noise_and_a_real_error_still_fails():
+    torch.manual_seed(0)
+    net, x = _AttentionOverOneValue(torch.float32), torch.randn(3, 8, dtype=torch.float64, requires_grad=True)
+    cotangent = torch.randn(3, 4, dtype=torch.float64)
+    eager = forward_backward(net, net, fresh_input(x), cotangent)
+    in_float64 = copy.deepcopy(net)
+    in_float64.softmax_dtype = torch.float64  # another rounding of the same truth, as a compiler's may be
+    other = forward_backward(in_float64, in_float64, fresh_input(x), cotangent)
+    scale = max(t.abs().max().item() for t in (eager[0], *eager[1].values()))
+    assert eager[1]["keys.weight"].abs().max() < 1e-6 * scale  # what the float32 softmax left of 0
+    nudged = nudged_runs(net, x, cotangent)
+    assert judge(other, eager, probe=lambda: nudged) is None
+    off = eager[1]["keys.weight"] + 1e-3 * scale
+    assert isinstance(
+        judge((eager[0], {**eager[1], "keys.weight": off}), eager, probe=lambda: nudged), GradientDivergence
+    )
+    # Where the softmax is float64 too, float64's noise stays float64's: the float32 softmax's rounding fails there.
+    assert judge(eager, other, probe=lambda: nudged_runs(in_float64, x, cotangent)) is not None
+
+
 # -- autocast: float32 tensors that carry bfloat16's rounding --
 
 # Found by a self-test's campaign on thunder 0.2.6 and taken for a thunder-general gradient divergence: thunderfx's
