@@ -164,11 +164,12 @@ def _original_read_after_its_clone_is_updated(spec: NetSpec) -> bool:
     return len(spec.layers) <= 3 and "program original read after its clone's update" in flow_traits(spec)
 
 
-def _a_catalog_update_of_a_clone(spec: NetSpec) -> bool:
-    """A clone updated by one of the op catalog's in-place calls (not today's add_, mul_, sigmoid_), after at most one
-    layer (what makes the values the update changes: `abs_` of a positive input is no update)."""
+def _a_catalog_update_of_a_fresh_value(spec: NetSpec) -> bool:
+    """A clone or a further input updated by one of the op catalog's in-place calls (not today's add_, mul_,
+    sigmoid_), after at most one layer (what makes the values the update changes: `abs_` of a positive input is no
+    update)."""
     kinds = [layer.kind for layer in spec.layers]
-    return len(kinds) <= 3 and kinds[-2:] in (["clone", "update_op"], ["clone", "update_op2"])
+    return len(kinds) <= 3 and kinds[-2] in ("clone", "state_input") and kinds[-1] in ("update_op", "update_op2")
 
 
 def _a_no_grad_region(spec: NetSpec) -> bool:
@@ -200,9 +201,16 @@ _NO_GRAD_MODES = ("--fuzz-grad-modes", "none")
 @pytest.mark.parametrize(
     ("fault", "minimal", "options"),
     [
-        ("checkpoint-aliased-inputs-x1.5", _views_of_one_tensor_enter_a_checkpoint, ()),
+        # (No catalog nodes and no grad modes: the program's own views are this test's subject. Views among further
+        # inputs, which the fault scales alike, shrank to six layers, not two, and have their own test below; an
+        # inference_mode region's known crash hid an unused value's zero weight gradient, a form no entry explains.)
+        (
+            "checkpoint-aliased-inputs-x1.5",
+            _views_of_one_tensor_enter_a_checkpoint,
+            ("--fuzz-catalog-nodes", "no", *_NO_GRAD_MODES),
+        ),
         ("clone-update-leaks-to-original", _original_read_after_its_clone_is_updated, ()),
-        ("catalog-updates-lost", _a_catalog_update_of_a_clone, ()),
+        ("catalog-updates-lost", _a_catalog_update_of_a_fresh_value, ()),
         ("no-grad-regions-tracked", _a_no_grad_region, ()),
         # (The fault shows only where a network returns a value an autocast region made in autocast's dtype: Linear
         # is the layer kind autocast computes in bfloat16, and with it alone 23 of 400 drawn programs return one,
@@ -253,9 +261,10 @@ def test_a_fault_only_a_program_reaches_is_found_and_shrunk_to_its_data_flow(tmp
     specs = {f["id"]: NetSpec.from_json((folder / f["id"] / "spec.json").read_text()) for f in summary["failures"]}
     with applied(fixes_on(installed_thunder())[0]):
         faults = [f for f in summary["failures"] if check_spec(specs[f["id"]]).failure is None]
-    # One failure, or one per class the fault shows as (a further input's gradient lost is a gradient-divergence, and a
-    # crash where the output's only path to grad was that input): one of them shrunk to the flow in time.
-    assert faults and len({f["class"] for f in faults}) == len(faults), summary["failures"]
+    # One failure, or one per class and triage the fault shows as (a further input's gradient lost is a
+    # gradient-divergence, and a crash where the output's only path to grad was that input; a known bug beside the
+    # fault can make its network fail without checkpoints too): one of them shrunk to the flow in time.
+    assert faults and len({(f["class"], f["triage"]) for f in faults}) == len(faults), summary["failures"]
     for failure in faults:
         spec = specs[failure["id"]]
         print(
