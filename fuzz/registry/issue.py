@@ -102,6 +102,16 @@ class KnownIssue:
         )
 
 
+def with_a_backward(stripped: NetSpec) -> NetSpec:
+    """A network its known issues' triggers were taken out of, as `explained_by` runs it: where the triggers held its
+    only parameters, its input differentiated instead; a program whose triggers were its outputs' only path to grad
+    (an update giving an input grad) returning its input too, as the strategies make such a program. Else there is no
+    backward to run, and the network would prove nothing either way."""
+    if not stripped.input_requires_grad and stripped.vocab is None and not any_trainable(stripped.layers):
+        stripped = replace(stripped, input_requires_grad=True)
+    return program.with_a_graph(stripped) if stripped.is_program else stripped
+
+
 def explained_by(
     spec: NetSpec,
     issues: Sequence[KnownIssue],
@@ -136,14 +146,7 @@ def explained_by(
     stripped = max(strip(issues), strip(list(reversed(issues))), key=lambda s: len(s.layers))
     if not stripped.layers:
         return True
-    if not stripped.input_requires_grad and stripped.vocab is None and not any_trainable(stripped.layers):
-        # The trigger held the network's only parameters: what is left differentiates its input instead (else
-        # there is no backward to run, and the network would prove nothing either way).
-        stripped = replace(stripped, input_requires_grad=True)
-    if stripped.is_program:
-        # The trigger may have been the outputs' only path to grad (an update giving an input grad): the input is
-        # returned too then, as the strategies make such a program.
-        stripped = program.with_a_graph(stripped)
+    stripped = with_a_backward(stripped)
     if not valid(stripped):  # taking the trigger out broke the network: no evidence either way
         return False
     with in_flight(stripped):

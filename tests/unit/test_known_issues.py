@@ -5,7 +5,7 @@ import pytest
 from fuzz.generate.reduce import valid
 from fuzz.judge.verdict import check_spec
 from fuzz.registry.files import expected_repro, recorded_failure, recorded_spec
-from fuzz.registry.issue import installed_thunder
+from fuzz.registry.issue import installed_thunder, with_a_backward
 from fuzz.registry.known_issues import KNOWN_ISSUES, known_issues_for
 
 
@@ -34,4 +34,4 @@ def test_taking_the_trigger_out_leaves_a_valid_network_the_issue_no_longer_match
     # What attributing a failure to the issue rests on (fuzz.campaign.known.KnownBugs.explained).
     stripped = issue.without_trigger(recorded_spec(issue.id))
     assert issue not in known_issues_for(stripped)
-    assert not stripped.layers or valid(stripped)
+    assert not stripped.layers or valid(with_a_backward(stripped))
