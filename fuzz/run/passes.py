@@ -20,8 +20,6 @@ NUDGE_ULPS = 2.0
 # checkpoints a backward mutates nothing, while eager's checkpoint recomputation re-runs in-place updates
 # (BatchNorm's running statistics are updated twice, a documented PyTorch caveat) where thunder's does not.
 AFTER_FORWARD = " after forward"
-
-
 AFTER_BACKWARD = " after backward"
 # Training (`Training`): the tensors of step k > 0 are named "<name> at step k"; what the last optimizer step leaves
 # (parameters, the optimizer's state) "<name> after training".
@@ -332,14 +330,13 @@ def nudged_runs(net, x, cotangent, runs=NUDGES, training=None):
             twin = _float32_twin(nudged, nudged_x, cotangent, steps)
             with _ComputedDtypes() as computed:
                 run = forward_backward(nudged, nudged, nudged_x, cotangent, steps)
-            results.append(_float64_rounding_sample(run, twin, computed.coarsest_eps()))
+            results.append(_float64_rounding_sample(run, twin, computed.dtypes))
     return results
 
 
 class _ComputedDtypes(TorchDispatchMode):
-    """The floating-point dtypes of what the ops run while it is active compute (`coarsest_eps`): a float64 network
-    may compute in float32 inside (transformers' eager attention takes its softmax in float32), and rounds as
-    coarsely as float32 there."""
+    """The floating-point dtypes the ops run while it is active compute in: a float64 network may compute in float32
+    inside (transformers' eager attention takes its softmax in float32), and round as coarsely as float32 there."""
 
     def __init__(self):
         super().__init__()
@@ -353,19 +350,14 @@ class _ComputedDtypes(TorchDispatchMode):
             self.dtypes.update(t.dtype for t in tree_leaves(result) if _values(t))
         return result
 
-    def coarsest_eps(self):
-        """The largest machine epsilon of the dtypes computed in (float64's when none was seen)."""
-        return max((torch.finfo(dtype).eps for dtype in self.dtypes), default=torch.finfo(torch.float64).eps)
-
 
 def _float32_twin(net, x, cotangent, training=None):
     """`forward_backward` of float32 copies of a float64 example; None where the network pins a dtype or the twin
     is not finite (no evidence of float64's rounding then)."""
     net = copy.deepcopy(net).float()
+    training = training and training.to(torch.float32)
     try:
-        twin = forward_backward(
-            net, net, cast_input(x, torch.float32), cotangent.float(), training and training.to(torch.float32)
-        )
+        twin = forward_backward(net, net, cast_input(x, torch.float32), cotangent.float(), training)
     except Exception:  # the network pins a dtype (an op's literal argument)
         return None
     return twin if finite(twin) else None
@@ -382,12 +374,13 @@ def _values(t):
     return isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() > 0
 
 
-def _float64_rounding_sample(run, twin, eps):
+def _float64_rounding_sample(run, twin, dtypes):
     """(``run`` moved by its float32 ``twin``'s error x eps/eps32, ``run``), or (``run``, ``run``) without a twin;
-    ``eps``: the coarsest epsilon the float64 ``run`` computed in (`_ComputedDtypes`), float64's or, where it computes
-    in float32 somewhere, float32's: its rounding there is the twin's, not scaled down."""
+    eps is the coarsest of the ``dtypes`` the float64 ``run`` computed in (`_ComputedDtypes`), float64's or, where it
+    computes in float32 somewhere, float32's: its rounding there is the twin's, not scaled down."""
     if twin is None:
         return run, run
+    eps = max((torch.finfo(dtype).eps for dtype in dtypes), default=torch.finfo(torch.float64).eps)
     ratio = min(1.0, eps / torch.finfo(torch.float32).eps)
 
     def moved(t, t32):
