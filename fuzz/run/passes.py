@@ -6,6 +6,7 @@ Shared by the harness and every repro.py: this module's source is copied verbati
 nothing but torch.
 """
 
+import contextlib
 import copy
 
 import torch
@@ -300,8 +301,8 @@ def nudged_runs(net, x, cotangent, runs=NUDGES, training=None):
     the copy's `forward_backward` and its `float64_reference`; for a float64 network, which has no wider truth,
     the copy's float64 run as the truth and, as the sample, that run moved by its float32 twin's error scaled down by
     the ratio of the epsilons (rounding errors scale with eps; the coarsest dtype the run computes in is its eps),
-    or the run itself where no float32 twin runs (the
-    truths still show eager's float64 spread, `fuzz.judge.tolerance.mismatch`).
+    or the run itself where no float32 twin runs (the truths still show eager's float64 spread,
+    `fuzz.judge.tolerance.mismatch`).
     With ``training``, each copy trains along its own eager trajectory, its later steps' inputs nudged too."""
     generator = torch.Generator().manual_seed(0)
 
@@ -311,7 +312,7 @@ def nudged_runs(net, x, cotangent, runs=NUDGES, training=None):
         noise = torch.rand(t.shape, generator=generator, dtype=torch.float64) * 2 - 1
         return t * (1 + NUDGE_ULPS * torch.finfo(t.dtype).eps * noise).to(t.dtype).to(t.device)
 
-    results = []
+    results, computed = [], _ComputedDtypes()  # (the dtypes are the network's, the same for every copy: watched once)
     for _ in range(runs):
         nudged = copy.deepcopy(net)
         with torch.no_grad():
@@ -328,7 +329,7 @@ def nudged_runs(net, x, cotangent, runs=NUDGES, training=None):
             results.append((forward_backward(nudged, nudged, nudged_x, cotangent, steps), truth))
         else:
             twin = _float32_twin(nudged, nudged_x, cotangent, steps)
-            with _ComputedDtypes() as computed:
+            with contextlib.nullcontext() if results else computed:
                 run = forward_backward(nudged, nudged, nudged_x, cotangent, steps)
             results.append(_float64_rounding_sample(run, twin, computed.dtypes))
     return results
@@ -344,8 +345,7 @@ class _ComputedDtypes(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
-        # (What rounds is an op on floating-point data; a factory's exact values, an empty placeholder (layer_norm's
-        # backward makes float32 ones in a float64 network) round nothing.)
+        # (An op on floating-point data rounds; a factory, an empty placeholder (layer_norm's, float32) does not.)
         if any(_values(t) for t in tree_leaves((args, kwargs))):
             self.dtypes.update(t.dtype for t in tree_leaves(result) if _values(t))
         return result
