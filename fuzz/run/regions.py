@@ -100,6 +100,11 @@ def _line(bsym):
     return None if bsym.source_positions is None else (bsym.source_filename, bsym.source_positions.lineno)
 
 
+def _is_output_copy(bsym) -> bool:
+    """Whether ``bsym`` is the grad transform's copy of a region output (a shallow_copy without a source line)."""
+    return bsym.sym.name == "shallow_copy" and _line(bsym) is None
+
+
 def _ops(bsyms):
     """Top-level bound symbols with fusions replaced by their members."""
     for bsym in bsyms:
@@ -194,13 +199,21 @@ def _read_thunder(module, report: RegionReport) -> None:
     inputs = {out.name for b in forward.bound_symbols if b.sym.name == "unpack_trivial" for out in b.flat_proxy_outs}
     itemsizes = _widest_per_line(forward_traces[0])
 
-    def origin(name):  # through the grad transform's copies of a region output (they have no line) to the output
-        while name in producer and producer[name].sym.name == "shallow_copy" and _line(producer[name]) is None:
+    def origin(name):  # through the grad transform's copies of a region output to the output
+        while name in producer and _is_output_copy(producer[name]):
             name = producer[name].flat_proxy_args[0].name
         return name
 
+    # A region output no op reads after the region (the network drops it) has its copy only in backward, where the
+    # region's later ops read the copy: saved all the same, by the same design.
+    copied = {b.flat_proxy_args[0].name for b in _ops(backward.bound_symbols) if _is_output_copy(b)}
+
     def is_output(name, region):
-        return name in outputs or any(regions.get(_line(c)) is not region for c in consumers.get(name, []))
+        return (
+            name in outputs
+            or name in copied
+            or any(regions.get(_line(c)) is not region for c in consumers.get(name, []))
+        )
 
     recomputed = _mark_recomputed(forward_ops, backward, returned, regions)
     for proxy in saved:

@@ -120,6 +120,17 @@ def test_intermediates_saved_and_recomputed_too_are_no_memory_failure():
     assert regions.saved[RECOMPUTED_TOO] == 16 and "var_mean" in regions.regions[0].recomputed
 
 
+def test_a_region_output_the_network_never_reads_is_an_output_not_an_intermediate():
+    # A program self-test's campaign drew it (a false alarm): checkpoint(clone -> linear) returning the clone too,
+    # which the network drops. Thunder's grad transform keeps every checkpoint output, this one too; with no reader
+    # after the region, its copy is made only in backward, where the linear's backward reads it.
+    spec = NetSpec.from_json((Path(__file__).parents[1] / "specs" / "unused-region-output-kept.json").read_text())
+    outcome = check_spec(spec)
+    assert outcome.failure is None, outcome.failure
+    regions = outcome.compile_report.regions
+    assert not regions.not_recomputed() and regions.saved[OUTPUT] == 4  # the clone, one float32
+
+
 def test_a_generator_state_kept_for_a_replayed_draw_is_no_memory_failure_and_stock_thunder_a_gradient_divergence():
     # dropout-in-checkpoint-fresh-mask's fix: a checkpointed CPU dropout keeps the generator's state before its draw
     # and backward replays it. The state is shown, not failed; stock thunder draws afresh (a gradient failure).

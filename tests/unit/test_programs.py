@@ -209,9 +209,12 @@ _NO_GRAD_MODES = ("--fuzz-grad-modes", "none")
             _views_of_one_tensor_enter_a_checkpoint,
             ("--fuzz-catalog-nodes", "no", *_NO_GRAD_MODES),
         ),
-        ("clone-update-leaks-to-original", _original_read_after_its_clone_is_updated, ()),
-        ("catalog-updates-lost", _a_catalog_update_of_a_fresh_value, ()),
-        ("no-grad-regions-tracked", _a_no_grad_region, ()),
+        # (Each test draws only the structure it is about: grad modes have their own tests. Unrelated real bugs, such
+        # as an inference_mode region's crashes in the catalog-update and no-grad-region runs, each took a shard's
+        # time to explain or shrink, and stopped the fault's shrinking before five minutes, in 2 of 2 full runs.)
+        ("clone-update-leaks-to-original", _original_read_after_its_clone_is_updated, _NO_GRAD_MODES),
+        ("catalog-updates-lost", _a_catalog_update_of_a_fresh_value, _NO_GRAD_MODES),
+        ("no-grad-regions-tracked", _a_no_grad_region, ("--fuzz-grad-modes", "no_grad", "--fuzz-catalog-nodes", "no")),
         # (The fault shows only where a network returns a value an autocast region made in autocast's dtype: Linear
         # is the layer kind autocast computes in bfloat16, and with it alone 23 of 400 drawn programs return one,
         # against 4 of 400 with every kind. Float32 only, where autocast is drawn, and no catalog nodes: the other
@@ -261,10 +264,12 @@ def test_a_fault_only_a_program_reaches_is_found_and_shrunk_to_its_data_flow(tmp
     specs = {f["id"]: NetSpec.from_json((folder / f["id"] / "spec.json").read_text()) for f in summary["failures"]}
     with applied(fixes_on(installed_thunder())[0]):
         faults = [f for f in summary["failures"] if check_spec(specs[f["id"]]).failure is None]
-    # One failure, or one per class and triage the fault shows as (a further input's gradient lost is a
-    # gradient-divergence, and a crash where the output's only path to grad was that input; a known bug beside the
-    # fault can make its network fail without checkpoints too): one of them shrunk to the flow in time.
-    assert faults and len({(f["class"], f["triage"]) for f in faults}) == len(faults), summary["failures"]
+    # One failure, or one per way the fault shows (a further input's gradient lost is a gradient-divergence, and a
+    # crash where the output's only path to grad was that input; a clone's update leaking to its original crashed
+    # with two messages; a known bug beside the fault can make its network fail without checkpoints too), never one
+    # way twice: one of them shrunk to the flow in time.
+    ways = {(f["class"], f["triage"], re.sub(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?", "#", f["message"])) for f in faults}
+    assert faults and len(ways) == len(faults), summary["failures"]
     for failure in faults:
         spec = specs[failure["id"]]
         print(
