@@ -387,10 +387,15 @@ def failure_class(forward, gradients, right_one_precision_up=None):
 
 def crash_signature(error_type, message):
     """What tells two crashes apart: the exception's type and its message's first line, with numbers, addresses and
-    the contents of braces blanked (they change with sizes and runs)."""
-    first = (message.strip().splitlines() or [""])[0]
+    the contents of braces blanked (they change with sizes and runs); where dynamo wraps a backend's exception, the
+    signature of the exception it wraps (one bug reads alike, raised while dynamo compiles or after)."""
+    lines = [line for line in message.strip().splitlines() if line.strip()] or [""]
+    # "backend='...' raised:" says only that thunder's compile raised, the next line what: thunder's splitter
+    # crashing and torch's own compile failing in thunder's fallback read alike without it.
+    if error_type == "BackendCompilerFailed" and lines[0].endswith(" raised:") and ": " in "".join(lines[1:2]):
+        return crash_signature(*lines[1].split(": ", 1))
     # A dict in a message lists what changes from run to run (dynamo's guard assertion names the symbols it knows).
-    first = re.sub(r"\{[^{}]*\}", "{...}", first)
+    first = re.sub(r"\{[^{}]*\}", "{...}", lines[0])
     return f"{error_type}: " + re.sub(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?", "#", first)[:200]
 
 

@@ -253,9 +253,17 @@ def _check(spec: NetSpec, failure: ParityFailure, thunder_version: str) -> list[
             if spec.training or input_arguments(spec)
             else "    thunderfx(net)(x).backward(cotangent)",
             f"except Exception as error:  # {seen}",
-            '    first = re.sub(r"\\{[^{}]*\\}", "{...}", (str(error).strip().splitlines() or [""])[0])',
-            '    signature = f"{type(error).__name__}: "'
-            ' + re.sub(r"0x[0-9a-fA-F]+|\\d+(?:\\.\\d+)?", "#", first)[:200]',
+            "    name, text = type(error).__name__, str(error)",
+            *(  # (`fuzz.judge.tolerance.crash_signature`: dynamo's wrapper, the exception it wraps on its next line)
+                [
+                    '    if name == "BackendCompilerFailed":',
+                    '        name, text = [line for line in text.splitlines() if line.strip()][1].split(": ", 1)',
+                ]
+                if wrapped(failure)
+                else []
+            ),
+            '    first = re.sub(r"\\{[^{}]*\\}", "{...}", (text.strip().splitlines() or [""])[0])',
+            '    signature = f"{name}: " + re.sub(r"0x[0-9a-fA-F]+|\\d+(?:\\.\\d+)?", "#", first)[:200]',
             "    sys.exit(print(signature) or (1 if signature == RECORDED else 2))",
             'print("thunderfx runs: not reproduced")',
         ]
@@ -294,6 +302,11 @@ def _check(spec: NetSpec, failure: ParityFailure, thunder_version: str) -> list[
         "    sys.exit(print(error) or 1)",
         'print("thunderfx matches: not reproduced")',
     ]
+
+
+def wrapped(failure: ParityFailure) -> bool:
+    """Whether ``failure`` is a crash dynamo wrapped (a backend's exception raised while dynamo compiled)."""
+    return str(failure).startswith("thunderfx raised BackendCompilerFailed: ")
 
 
 def _first_line(failure: ParityFailure) -> str:

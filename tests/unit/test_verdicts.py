@@ -329,6 +329,20 @@ def test_failure_ids_tell_dtypes_and_messages_apart_but_not_sizes():
     assert failure_id(base, grad) != failure_id(base, GradientDivergence("output: max abs diff 1"))
 
 
+def test_a_crash_dynamo_wraps_is_told_apart_by_what_it_wraps_and_reads_as_the_same_crash_unwrapped():
+    def wrapping(inner: str) -> ThunderCrash:
+        backend = "backend='<thunder.dynamo.compiler.ThunderCompiler object at 0x7f1a2b>' raised:"
+        return _crash(f"{backend}\n{inner}\n\nWhile executing %v1", "BackendCompilerFailed")
+
+    splitter = wrapping("NotImplementedError: argument of type: <class 'torch._C._InferenceMode'>")
+    fallback = wrapping("RuntimeError: <weakref at 0x7f53; to 'torch.storage.UntypedStorage' at 0x7f54>")
+    assert splitter.crash_signature == "NotImplementedError: argument of type: <class 'torch._C._InferenceMode'>"
+    assert fallback.crash_signature != splitter.crash_signature
+    # thunder 0.2.6 raises one bug while dynamo compiles, a nightly after: one signature
+    grad = "element 0 of tensors does not require grad and does not have a grad_fn"
+    assert wrapping(f"RuntimeError: {grad}").crash_signature == _crash(grad).crash_signature
+
+
 def test_a_second_network_with_the_same_failure_id_never_overwrites_the_first(tmp_path):
     crash = _crash("boom")
     first = write_failure(tmp_path, TANH_IN_A_CHECKPOINT, crash, "fixed")
