@@ -246,6 +246,7 @@ def _check(spec: NetSpec, failure: ParityFailure, thunder_version: str) -> list[
     else:
         setup = ["eager = copy.deepcopy(net)", "expected = run(eager, eager)"]
     if isinstance(failure, ThunderCrash):
+        name, text = ("name", "text") if wrapped(failure) else ("type(error).__name__", "str(error)")
         return [
             f"RECORDED = {failure.crash_signature!r}",
             "try:",
@@ -253,17 +254,21 @@ def _check(spec: NetSpec, failure: ParityFailure, thunder_version: str) -> list[
             if spec.training or input_arguments(spec)
             else "    thunderfx(net)(x).backward(cotangent)",
             f"except Exception as error:  # {seen}",
-            "    name, text = type(error).__name__, str(error)",
             *(  # (`fuzz.judge.tolerance.crash_signature`: dynamo's wrapper, the exception it wraps on its next line)
                 [
+                    "    name, text = type(error).__name__, str(error)",
                     '    if name == "BackendCompilerFailed":',
                     '        name, text = [line for line in text.splitlines() if line.strip()][1].split(": ", 1)',
                 ]
                 if wrapped(failure)
                 else []
             ),
-            '    first = re.sub(r"\\{[^{}]*\\}", "{...}", (text.strip().splitlines() or [""])[0])',
-            '    signature = f"{name}: " + re.sub(r"0x[0-9a-fA-F]+|\\d+(?:\\.\\d+)?", "#", first)[:200]',
+            '    first = re.sub(r"\\{[^{}]*\\}", "{...}", (TEXT.strip().splitlines() or [""])[0])'.replace(
+                "TEXT", text
+            ),
+            '    signature = f"{NAME}: " + re.sub(r"0x[0-9a-fA-F]+|\\d+(?:\\.\\d+)?", "#", first)[:200]'.replace(
+                "NAME", name
+            ),
             "    sys.exit(print(signature) or (1 if signature == RECORDED else 2))",
             'print("thunderfx runs: not reproduced")',
         ]
