@@ -246,7 +246,7 @@ def _check(spec: NetSpec, failure: ParityFailure, thunder_version: str) -> list[
     else:
         setup = ["eager = copy.deepcopy(net)", "expected = run(eager, eager)"]
     if isinstance(failure, ThunderCrash):
-        name, text = ("name", "text") if wrapped(failure) else ("type(error).__name__", "str(error)")
+        name, text = ("name", "text") if _wrapped(failure) else ("type(error).__name__", "str(error)")
         return [
             f"RECORDED = {failure.crash_signature!r}",
             "try:",
@@ -260,7 +260,7 @@ def _check(spec: NetSpec, failure: ParityFailure, thunder_version: str) -> list[
                     '    if name == "BackendCompilerFailed":',
                     '        name, text = [line for line in text.splitlines() if line.strip()][1].split(": ", 1)',
                 ]
-                if wrapped(failure)
+                if _wrapped(failure)
                 else []
             ),
             '    first = re.sub(r"\\{[^{}]*\\}", "{...}", (TEXT.strip().splitlines() or [""])[0])'.replace(
@@ -309,7 +309,7 @@ def _check(spec: NetSpec, failure: ParityFailure, thunder_version: str) -> list[
     ]
 
 
-def wrapped(failure: ParityFailure) -> bool:
+def _wrapped(failure: ParityFailure) -> bool:
     """Whether ``failure`` is a crash dynamo wrapped (a backend's exception raised while dynamo compiled)."""
     return str(failure).startswith("thunderfx raised BackendCompilerFailed: ")
 
