@@ -83,13 +83,13 @@ ACCURACY_RATIO, ACCURACY_EPS, ACCURACY_DRIFT_EPS = 64.0, 20.0, 12.0
 class Mismatch(str):
     """A one-line description of a tensor that does not match, carrying the sizes of the errors.
 
-    ``error``: max|actual - truth| / max|truth| (inf for a missing, misshapen or non-finite
-    tensor); ``eager_error``: eager's, against the same float64 truth (None without one); ``drift``:
-    the systematic scale error |alpha - 1| of actual against truth over all elements (inf where it has
-    no meaning, as for ``error``); ``eps``: the tensor's dtype's machine epsilon; ``state``: the tensor
-    is one the network mutates (`mutable_state`), not the output or a gradient; ``name``: the
-    tensor's, once `named`; ``cancelled``: for a tensor shown to be a cancellation, (error, eager_error) against the
-    example's scale, where the terms that cancel live (its own scale is what is left of them).
+    ``error``: max|actual - truth| / max|truth| (inf for a missing, misshapen or non-finite tensor);
+    ``eager_error``: eager's, against the same float64 truth (None without one); ``drift``: the systematic scale
+    error |alpha - 1| of actual against truth over all elements (inf where it has no meaning, as for ``error``);
+    ``eps``: the tensor's dtype's machine epsilon; ``state``: the tensor is one the network mutates
+    (`mutable_state`), not the output or a gradient; ``name``: the tensor's, once `named`; ``cancelled``: for a
+    tensor shown to be a cancellation, (error, eager_error) against the example's scale, where the terms that cancel
+    live (its own scale is what is left of them).
     """
 
     error: float
@@ -267,8 +267,7 @@ def systematic_bound(eager, want, dtype, measured, nudged_drift=0.0):
 
 
 def truth_name(name):
-    """The entry a result's ``name`` is judged against (state after backward: the state after forward, at the same
-    training step)."""
+    """The entry a result's ``name`` is judged against (state after backward: after forward, at the same step)."""
     tensor, at, step = name.partition(AT_STEP)
     return tensor.removesuffix(AFTER_BACKWARD) + AFTER_FORWARD + at + step if tensor.endswith(AFTER_BACKWARD) else name
 
@@ -371,9 +370,8 @@ def failure_class(forward, gradients, right_one_precision_up=None):
 
     "accuracy" when every mismatch was measured against float64 and is `Mismatch.bounded` (none missing, misshapen
     or non-finite), and ``right_one_precision_up()`` says thunderfx is right on the same network in a wider dtype:
-    thunder's error, some times eager's, is a matter of precision. Else
-    "forward-divergence" (the output differs), "gradient-divergence" (a gradient does), or "state-divergence"
-    (only a tensor the network mutates in place does).
+    thunder's error, some times eager's, is a matter of precision. Else "forward-divergence" (the output differs),
+    "gradient-divergence" (a gradient does), or "state-divergence" (only a tensor the network mutates in place does).
     """
     mismatches = forward + gradients
     if not mismatches:
@@ -387,14 +385,12 @@ def failure_class(forward, gradients, right_one_precision_up=None):
 
 def crash_signature(error_type, message):
     """What tells two crashes apart: the exception's type and its message's first line, with numbers, addresses and
-    the contents of braces blanked (they change with sizes and runs); where dynamo wraps a backend's exception, the
-    signature of the exception it wraps (one bug reads alike, raised while dynamo compiles or after)."""
+    the contents of braces (dynamo's guard assertion lists its symbols in a dict) blanked: they change with sizes and
+    runs. Where dynamo wraps a backend's exception ("backend='...' raised:"), the wrapped one's: thunder's splitter
+    crashing and torch failing in thunder's fallback differ, and one bug reads alike raised while compiling or after."""
     lines = [line for line in message.strip().splitlines() if line.strip()] or [""]
-    # "backend='...' raised:" says only that thunder's compile raised, the next line what: thunder's splitter
-    # crashing and torch's own compile failing in thunder's fallback read alike without it.
     if error_type == "BackendCompilerFailed" and lines[0].endswith(" raised:") and ": " in "".join(lines[1:2]):
         return crash_signature(*lines[1].split(": ", 1))
-    # A dict in a message lists what changes from run to run (dynamo's guard assertion names the symbols it knows).
     first = re.sub(r"\{[^{}]*\}", "{...}", lines[0])
     return f"{error_type}: " + re.sub(r"0x[0-9a-fA-F]+|\d+(?:\.\d+)?", "#", first)[:200]
 

@@ -246,32 +246,10 @@ def _check(spec: NetSpec, failure: ParityFailure, thunder_version: str) -> list[
     else:
         setup = ["eager = copy.deepcopy(net)", "expected = run(eager, eager)"]
     if isinstance(failure, ThunderCrash):
-        name, text = ("name", "text") if _wrapped(failure) else ("type(error).__name__", "str(error)")
-        return [
-            f"RECORDED = {failure.crash_signature!r}",
-            "try:",
-            "    run(net, thunderfx(net))"
-            if spec.training or input_arguments(spec)
-            else "    thunderfx(net)(x).backward(cotangent)",
-            f"except Exception as error:  # {seen}",
-            *(  # (`fuzz.judge.tolerance.crash_signature`: dynamo's wrapper, the exception it wraps on its next line)
-                [
-                    "    name, text = type(error).__name__, str(error)",
-                    '    if name == "BackendCompilerFailed":',
-                    '        name, text = [line for line in text.splitlines() if line.strip()][1].split(": ", 1)',
-                ]
-                if _wrapped(failure)
-                else []
-            ),
-            '    first = re.sub(r"\\{[^{}]*\\}", "{...}", (TEXT.strip().splitlines() or [""])[0])'.replace(
-                "TEXT", text
-            ),
-            '    signature = f"{NAME}: " + re.sub(r"0x[0-9a-fA-F]+|\\d+(?:\\.\\d+)?", "#", first)[:200]'.replace(
-                "NAME", name
-            ),
-            "    sys.exit(print(signature) or (1 if signature == RECORDED else 2))",
-            'print("thunderfx runs: not reproduced")',
-        ]
+        plain = not (spec.training or input_arguments(spec))
+        return _crash_check(
+            failure, "thunderfx(net)(x).backward(cotangent)" if plain else "run(net, thunderfx(net))", seen
+        )
     if failure.failure_class == "timeout":
         limit = failure.limit_s
         return [
@@ -306,6 +284,33 @@ def _check(spec: NetSpec, failure: ParityFailure, thunder_version: str) -> list[
         f"except AssertionError as error:  # {seen}",
         "    sys.exit(print(error) or 1)",
         'print("thunderfx matches: not reproduced")',
+    ]
+
+
+def _crash_check(failure: ThunderCrash, call: str, seen: str) -> list[str]:
+    """The lines that make ``call`` and exit 1 where it raises the crash ``failure`` (its signature, as
+    `fuzz.judge.tolerance.crash_signature` reads it)."""
+    name, text = ("name", "text") if _wrapped(failure) else ("type(error).__name__", "str(error)")
+    return [
+        f"RECORDED = {failure.crash_signature!r}",
+        "try:",
+        f"    {call}",
+        f"except Exception as error:  # {seen}",
+        *(  # (`fuzz.judge.tolerance.crash_signature`: dynamo's wrapper, the exception it wraps on its next line)
+            [
+                "    name, text = type(error).__name__, str(error)",
+                '    if name == "BackendCompilerFailed":',
+                '        name, text = [line for line in text.splitlines() if line.strip()][1].split(": ", 1)',
+            ]
+            if _wrapped(failure)
+            else []
+        ),
+        '    first = re.sub(r"\\{[^{}]*\\}", "{...}", (TEXT.strip().splitlines() or [""])[0])'.replace("TEXT", text),
+        '    signature = f"{NAME}: " + re.sub(r"0x[0-9a-fA-F]+|\\d+(?:\\.\\d+)?", "#", first)[:200]'.replace(
+            "NAME", name
+        ),
+        "    sys.exit(print(signature) or (1 if signature == RECORDED else 2))",
+        'print("thunderfx runs: not reproduced")',
     ]
 
 
