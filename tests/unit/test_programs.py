@@ -272,9 +272,10 @@ def test_a_fault_only_a_program_reaches_is_found_and_shrunk_to_its_data_flow(tmp
         faults = [f for f in summary["failures"] if check_spec(specs[f["id"]]).failure is None]
     # One failure, or one per way the fault shows (a further input's gradient lost is a gradient-divergence, and a
     # crash where the output's only path to grad was that input; a clone's update leaking to its original crashed
-    # with two messages; a known bug beside the fault can make its network fail without checkpoints too), never one
-    # way twice: one of them shrunk to the flow in time.
-    ways = {(f["class"], f["triage"], re.sub(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?", "#", f["message"])) for f in faults}
+    # with two signatures; a known bug beside the fault can make its network fail without checkpoints too), never one
+    # way twice (class, triage and how it shows: `fuzz.report.clusters.cluster_of`): one of them shrunk to the flow
+    # in time.
+    ways = {(f["class"], f["triage"], f["shows"]) for f in faults}
     assert faults and len(ways) == len(faults), summary["failures"]
     for failure in faults:
         spec = specs[failure["id"]]
