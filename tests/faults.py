@@ -221,21 +221,29 @@ def _checkpoints(graph: torch.fx.Graph) -> list[torch.fx.Node]:
     ]
 
 
+def _aliases(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return torch._C._is_alias_of(a, b)
+
+
 def _aliased_checkpoint_inputs_faulty(checkpoint_converter):
     """thunderfx's preparation of each region it hands to thunder, followed by a fault in every checkpoint that takes
-    two tensors sharing memory (their FX example values alias: a tensor and its view, two views): its first input is
-    scaled by 1.5, as a region split that copies one of two aliased inputs would get it wrong."""
+    two tensors sharing memory (their FX example values alias: a tensor and its view, two views): the first of them
+    is scaled by 1.5, as a region split that copies one of two aliased inputs would get it wrong."""
 
     def faulty(gm, region):
         checkpoint_converter(gm, region)
         for node in _checkpoints(region.graph):
-            inputs = [arg for arg in node.args[1:] if isinstance(arg, torch.fx.Node)]
-            values = [arg.meta.get("example_value") for arg in inputs]
-            tensors = [value for value in values if isinstance(value, torch.Tensor)]
-            if any(torch._C._is_alias_of(a, b) for i, a in enumerate(tensors) for b in tensors[i + 1 :]):
+            tensors = [
+                arg
+                for arg in node.args[1:]
+                if isinstance(arg, torch.fx.Node) and isinstance(arg.meta.get("example_value"), torch.Tensor)
+            ]
+            value = {arg: arg.meta["example_value"] for arg in tensors}
+            aliased = [a for i, a in enumerate(tensors) if any(_aliases(value[a], value[b]) for b in tensors[i + 1 :])]
+            if aliased:
                 with region.graph.inserting_before(node):
-                    scaled = region.graph.call_function(operator.mul, (inputs[0], 1.5))
-                node.args = (node.args[0], *(scaled if arg is inputs[0] else arg for arg in node.args[1:]))
+                    scaled = region.graph.call_function(operator.mul, (aliased[0], 1.5))
+                node.args = (node.args[0], *(scaled if arg is aliased[0] else arg for arg in node.args[1:]))
         region.recompile()
 
     return faulty
