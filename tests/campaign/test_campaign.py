@@ -8,6 +8,7 @@ import thunder.torch
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.control import current_build_context
 from thunder.dynamo.utils import _torch_to_thunder_function_map
 
 import fuzz.campaign.budget
@@ -19,6 +20,7 @@ from fuzz.generate.sweep import sweep_specs
 from fuzz.judge.failures import GradientDivergence
 from fuzz.judge.outcome import VERDICT_CUT
 from fuzz.judge.verdict import check_spec
+from fuzz.registry.files import recorded_spec
 from fuzz.registry.known_issues import known_issues_for
 from fuzz.report.failures import blames
 from tests.faults import busy, injected, replaced
@@ -89,6 +91,31 @@ def test_a_non_finite_error_is_a_failure_not_an_error_of_hypothesis(tmp_path):
     with replaced(torch.tanh, nan_gradient):
         run()
     assert found[0] is not None and "non-finite elements" in str(found[0])
+
+
+def _run_and_scored(campaign: Campaign, spec: NetSpec) -> tuple[object, dict]:
+    """`Campaign.run_example` of ``spec`` in one Hypothesis call: what it returned and the scores it gave target()."""
+    seen = []
+
+    @settings(max_examples=1, database=None, deadline=None)
+    @given(st.just(spec))
+    def run(spec):
+        seen.append((campaign.run_example(spec), dict(current_build_context().data.target_observations)))
+
+    run()
+    return seen[0]
+
+
+def test_a_known_bugs_error_steers_nothing_a_new_failures_steers_the_search(tmp_path):
+    # Scored, a known bug drew a program run's search to its structure (target() maximizes the score): 30 of 244
+    # examples were one known bug's, and none held the structure a fault self-test waited for.
+    campaign = Campaign(CampaignConfig(run_dir=tmp_path, confirm=False))
+    campaign.start_item()
+    known, known_scores = _run_and_scored(campaign, recorded_spec("fallback-unused-output-zero-weight-grad"))
+    with injected("tanh-grad-x2"):
+        new, new_scores = _run_and_scored(campaign, _tanh())
+    assert known is None and list(known_scores.values()) == [0.0], known_scores
+    assert isinstance(new, GradientDivergence) and list(new_scores.values())[0] > 0.1, new_scores
 
 
 def test_op_sweep_cases_whose_plumbing_fails_alike_are_one_failure_blamed_on_no_op(tmp_path):
