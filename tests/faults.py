@@ -221,10 +221,6 @@ def _checkpoints(graph: torch.fx.Graph) -> list[torch.fx.Node]:
     ]
 
 
-def _aliases(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return torch._C._is_alias_of(a, b)
-
-
 def _aliased_checkpoint_inputs_faulty(checkpoint_converter):
     """thunderfx's preparation of each region it hands to thunder, followed by a fault in every checkpoint that takes
     two tensors sharing memory (their FX example values alias: a tensor and its view, two views): the first of them
@@ -233,13 +229,17 @@ def _aliased_checkpoint_inputs_faulty(checkpoint_converter):
     def faulty(gm, region):
         checkpoint_converter(gm, region)
         for node in _checkpoints(region.graph):
-            tensors = [
-                arg
+            tensors = {
+                arg: arg.meta["example_value"]
                 for arg in node.args[1:]
                 if isinstance(arg, torch.fx.Node) and isinstance(arg.meta.get("example_value"), torch.Tensor)
+            }
+            values = list(tensors.values())
+            aliased = [
+                a
+                for i, (a, v) in enumerate(tensors.items())
+                if any(torch._C._is_alias_of(v, w) for w in values[i + 1 :])
             ]
-            value = {arg: arg.meta["example_value"] for arg in tensors}
-            aliased = [a for i, a in enumerate(tensors) if any(_aliases(value[a], value[b]) for b in tensors[i + 1 :])]
             if aliased:
                 with region.graph.inserting_before(node):
                     scaled = region.graph.call_function(operator.mul, (aliased[0], 1.5))
