@@ -49,6 +49,12 @@ def read_after(layers: Sequence[Any], value: int, index: int) -> bool:
     return any(value in reads_of(layer, later) for later, layer in enumerate(layers) if later > index)
 
 
+def unread_values(layers: Sequence[Any]) -> list[int]:
+    """The values before the last that no layer reads: what a program returns so that each of its layers is judged."""
+    every_read = {read for index, layer in enumerate(layers) for read in reads_of(layer, index)}
+    return [value for value in range(1, len(layers)) if value not in every_read]
+
+
 def region_of(checkpoints: Sequence[Any], index: int) -> int | None:
     """The number of the checkpoint that holds layer ``index``, or None."""
     return next((number for number, c in enumerate(checkpoints) if c.start <= index < c.stop), None)

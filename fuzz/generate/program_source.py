@@ -43,9 +43,9 @@ _GRAD_MODE_BLOCKS = {
 # cloned (eager rejects saving one for backward, or updating it, outside inference mode), an autocast value a later
 # layer reads cast back to the dtype of what entered the block (as a block autocast over part of a forward hands its
 # values on; the network's dtype, float64 in the oracle's reference run). An autocast value only returned keeps
-# autocast's dtype: where the network returns only such values, the output's dtype shows whether thunder computed
-# the block under autocast (the oracle compares dtypes; by value a block computed in float32 is closer to the float64
-# truth, not further; torch.cat promotes a mix to float32).
+# autocast's dtype, and the other outputs are joined to it in that dtype (`_joined`): the output's dtype shows whether
+# thunder computed the block under autocast (the oracle compares dtypes; by value a block computed in float32 is
+# closer to the float64 truth, not further).
 _AFTER_BLOCK = {"inference_mode": "{name}.clone()", "autocast": "{name}.to({entered}.dtype)"}
 
 
@@ -141,7 +141,27 @@ def program_forward_and_methods(spec: NetSpec, checkpointing: bool) -> list[str]
             methods += method(f"region{number}", body, signature, _names(outputs))
         forward.append(f"{_names(outputs)} = {call(f'self.region{number}', arguments, ckpt, checkpointing)}")
         index = ckpt.stop
-    flat = [f"v{value}.reshape(-1)" for value in program.outputs_of(spec)]
-    returns = flat[0] if len(flat) == 1 else f"torch.cat([{', '.join(flat)}])"
     signature = ", ".join(["x", *input_arguments(spec)])
-    return methods + method("forward", _with_scale(forward), signature, returns=returns)
+    return methods + method("forward", _with_scale(forward), signature, returns=_joined(spec))
+
+
+def _autocast_dtype_kept(spec: NetSpec, value: int) -> bool:
+    """Whether ``value`` keeps autocast's dtype where it is returned: an autocast block made it and nothing after the
+    block reads it (what is read after is cast back, `_AFTER_BLOCK`)."""
+    if value == 0 or spec.layers[value - 1].grad_mode != "autocast":
+        return False
+    blocks = program.grad_blocks(spec.layers, spec.checkpoints)
+    last = max(i for i, block in enumerate(blocks) if block == blocks[value - 1])
+    return not program.read_after(spec.layers, value, last)
+
+
+def _joined(spec: NetSpec) -> str:
+    """The network's one output: its outputs flattened and concatenated; where one keeps autocast's dtype, the others
+    cast to its dtype first (as dynamo traces it, a constant: a thunder that computed that value in float32 returns
+    float32, eager autocast's dtype; torch.cat would promote a mix to float32 either way)."""
+    outputs = program.outputs_of(spec)
+    kept = [value for value in outputs if _autocast_dtype_kept(spec, value)]
+    flat = [
+        f"v{value}.reshape(-1)" + (f".to(v{kept[0]}.dtype)" if kept and value not in kept else "") for value in outputs
+    ]
+    return flat[0] if len(flat) == 1 else f"torch.cat([{', '.join(flat)}])"

@@ -18,6 +18,7 @@ from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec, SpecError, va
 from fuzz.judge.verdict import check_spec
 from fuzz.model_builder import build_example, network_source
 from fuzz.run.passes import call_on
+from tests.faults import injected
 
 
 @settings(max_examples=150, database=None, suppress_health_check=[HealthCheck.too_slow], deadline=None)
@@ -56,7 +57,7 @@ def test_consecutive_layers_under_one_mode_are_one_with_block_split_at_a_checkpo
     assert {"program grad mode inference_mode", "program grad mode inference_mode in a checkpoint"} <= set(labels)
 
 
-def test_an_autocast_value_a_later_layer_reads_is_cast_back_and_one_only_returned_keeps_autocasts_dtype():
+def test_an_autocast_value_a_later_layer_reads_is_cast_back_and_one_only_returned_keeps_autocasts_dtype_for_all():
     linear = {"bias": True, "out_features": 3}
     spec = _program(
         LayerSpec("linear", linear, reads=[0], grad_mode="autocast"),
@@ -70,8 +71,15 @@ def test_an_autocast_value_a_later_layer_reads_is_cast_back_and_one_only_returne
     assert "v1 = v1.to(v0.dtype)" in source and "v2 = v2.to(" not in source
     example = build_example(spec)
     assert call_on(example.net, example.input).dtype == torch.bfloat16  # what shows an ignored autocast (by dtype)
-    mixed = build_example(replace(spec, outputs=[2, 3]))
-    assert call_on(mixed.net, mixed.input).dtype == torch.float32  # torch.cat promotes a mix
+    # Returned beside a float32 value, the float32 one joins in autocast's dtype (torch.cat would promote the mix
+    # to float32 in both runs): thunder ignoring autocast in the body still shows.
+    mixed = replace(spec, outputs=[2, 3])
+    assert "torch.cat([v2.reshape(-1), v3.reshape(-1).to(v2.dtype)])" in network_source(mixed)
+    assert call_on(build_example(mixed).net, build_example(mixed).input).dtype == torch.bfloat16
+    assert check_spec(mixed).failure is None
+    with injected("autocast-in-bodies-ignored"):
+        failure = check_spec(mixed).failure
+    assert str(failure) == "output: shape/dtype (12,)/torch.float32 != (12,)/torch.bfloat16", failure
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ import torch
 from hypothesis import HealthCheck, Phase, find, given, settings
 
 from fuzz.campaign.families import PROGRAM
+from fuzz.generate import program
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.program_specs import program_specs
 from fuzz.generate.program_traits import flow_traits
@@ -44,6 +45,7 @@ def _program(*layers: tuple[str, list[int]], checkpoints=(), outputs=None, featu
 def test_drawn_programs_are_valid_round_trip_and_run_eagerly_with_and_without_checkpoints(spec):
     validate(spec)
     assert NetSpec.from_json(spec.to_json()) == spec
+    assert set(program.unread_values(spec.layers)) <= set(program.outputs_of(spec))  # each layer's value is judged
     outputs = []
     for checkpointing in (True, False):
         example = build_example(spec, checkpointing)
