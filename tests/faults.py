@@ -254,28 +254,68 @@ def _is_update(node: torch.fx.Node) -> bool:
 
 
 def _clone_update_leaks_faulty(checkpoint_converter):
-    """thunderfx's preparation of each region it hands to thunder, followed by a fault: after an in-place update of a
-    clone (or of a view of it), every later read of the tensor it was cloned from reads the clone instead, as a
-    functionalization that takes the clone for the original would."""
+    """thunderfx's preparation of each region it hands to thunder, followed by a fault, inside checkpoints and out:
+    after an in-place update of a clone (or of a view of it), every later read of the tensor it was cloned from
+    (a checkpoint's argument and the graph's output too) reads the clone instead, as a functionalization that takes
+    the clone for the original would."""
 
     def faulty(gm, region):
         checkpoint_converter(gm, region)
-        nodes = list(region.graph.nodes)
-        for position, node in enumerate(nodes):
-            is_clone = (node.op == "call_method" and node.target == "clone") or node.target is torch.clone
-            if not is_clone or not isinstance(node.args[0], torch.fx.Node):
-                continue
-            original, aliases = node.args[0], {node}
-            for later in nodes[position + 1 :]:
-                if later.args and later.args[0] in aliases and (_is_view(later) or _is_update(later)):
-                    if _is_update(later):
-                        for reader in nodes[nodes.index(later) + 1 :]:
-                            reader.args = tuple(node if arg is original else arg for arg in reader.args)
-                        break
-                    aliases.add(later)
-        region.recompile()
+        _leak_through_checkpoints(region, dict(zip(_checkpoints(region.graph), _graphs(gm, region)[1:], strict=True)))
+        for module in _graphs(gm, region):
+            nodes = list(module.graph.nodes)
+            for node in nodes:
+                if _is_clone(node) and isinstance(node.args[0], torch.fx.Node) and (update := _update_of(node)):
+                    _read_instead(nodes, node.args[0], node, after=update)
+            module.recompile()
 
     return faulty
+
+
+def _is_clone(node: torch.fx.Node) -> bool:
+    return (node.op == "call_method" and node.target == "clone") or node.target is torch.clone
+
+
+def _update_of(node: torch.fx.Node) -> torch.fx.Node | None:
+    """The first in-place update of ``node`` or of a view of it, in its graph."""
+    aliases = {node}
+    for later in node.graph.nodes:
+        if later.args and later.args[0] in aliases and (_is_view(later) or _is_update(later)):
+            if _is_update(later):
+                return later
+            aliases.add(later)
+    return None
+
+
+def _read_instead(nodes: list[torch.fx.Node], original: torch.fx.Node, clone: torch.fx.Node, after: torch.fx.Node):
+    """Every read of ``original`` after node ``after`` reads ``clone``."""
+    for reader in nodes[nodes.index(after) + 1 :]:
+        reader.args = torch.fx.map_arg(reader.args, lambda arg: clone if arg is original else arg)
+
+
+def _leak_through_checkpoints(region: torch.fx.GraphModule, bodies: dict[torch.fx.Node, torch.fx.GraphModule]):
+    """The clone-update fault across a checkpoint's boundary: a clone the body updates (the region's clone passed in,
+    or the body's clone of an argument, returned) stands for its original in what the region reads after it."""
+    nodes = list(region.graph.nodes)
+    for ckpt, body in bodies.items():
+        placeholders = [node for node in body.graph.nodes if node.op == "placeholder"]
+        (returned,) = [node.args[0] for node in body.graph.nodes if node.op == "output"]
+        returned = list(returned) if isinstance(returned, (tuple, list)) else [returned]
+        taken = {}
+        for user in ckpt.users:
+            if user.target is operator.getitem:
+                taken[user.args[1]] = user
+        for placeholder, arg in zip(placeholders, ckpt.args[1:], strict=False):
+            if not isinstance(arg, torch.fx.Node):
+                continue
+            if _is_clone(arg) and _update_of(placeholder):
+                _read_instead(nodes, arg.args[0], arg, after=ckpt)
+            for clone in [user for user in placeholder.users if _is_clone(user)]:
+                if (update := _update_of(clone)) is not None and {clone, update} & set(returned):
+                    position = returned.index(clone if clone in returned else update)
+                    value = taken.get(position, ckpt if len(returned) == 1 else None)
+                    if value is not None:
+                        _read_instead(nodes, arg, value, after=value)
 
 
 # The data-flow updates programs had before the op catalog's: the fault below leaves them alone.

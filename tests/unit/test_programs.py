@@ -26,6 +26,7 @@ from fuzz.registry.issue import installed_thunder
 from fuzz.registry.novelty import fixes_on
 from fuzz.run.passes import call_on, input_tensors
 from tests.campaign_runs import run_campaign
+from tests.faults import injected
 
 _FAST = settings(max_examples=150, database=None, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 
@@ -154,12 +155,24 @@ def test_a_checkpoint_of_two_aliased_inputs_is_drawn_and_shrinks_to_that_structu
     assert not any(LAYER_KINDS[layer.kind].inplace for layer in shrunk.layers), shrunk.to_json()
 
 
+@pytest.mark.parametrize("checkpoints", [[CheckpointSpec(0, 2)], []], ids=["across-a-checkpoint", "in-one-graph"])
+def test_the_clone_update_fault_leaks_whether_the_clone_is_updated_in_a_checkpoint_or_not(checkpoints):
+    spec = _program(("clone", [0]), ("add_", [1, 0]), ("tanh", [0]), checkpoints=checkpoints, outputs=[3, 2])
+    assert check_spec(spec).failure is None
+    with injected("clone-update-leaks-to-original"):
+        failure = check_spec(spec).failure
+    assert failure is not None and failure.mismatches[0].name == "output", failure
+
+
 # Each fault fires only on a data flow a layer stack cannot express (tests/faults.py): found by the program family,
-# shrunk to that flow. The campaign may meet real thunder bugs of programs on the way: the fault's failure is the one
-# whose shrunk program passes on thunder with every known fix (a campaign shrinks a failure under the fixes, so its
-# network may hold a known bug beside the fault: `c.add_(c)` in a checkpoint, inplace-update-in-checkpoint-wrong-grad).
+# shrunk to that flow. The campaign may meet real thunder bugs of programs on the way: the fault's failure is one
+# whose shrunk program shows otherwise without the fault, on thunder with every known fix (a campaign shrinks a
+# failure under the fixes, so its network may hold a known bug beside the fault: `c.add_(c)` in a checkpoint,
+# inplace-update-in-checkpoint-wrong-grad).
 def _views_of_one_tensor_enter_a_checkpoint(spec: NetSpec) -> bool:
-    return len(spec.layers) == 2 and _aliased_region(spec)
+    """A view, and in a checkpoint taking it and its base one layer reading both or one reading each (each value
+    nothing reads is returned, so two clones are as minimal as one add: deleting either leaves no aliased input)."""
+    return len(spec.layers) <= 3 and _aliased_region(spec)
 
 
 def _original_read_after_its_clone_is_updated(spec: NetSpec) -> bool:
@@ -197,6 +210,13 @@ def _inputs_as_state(label: str, kind: str, layers: int = 2) -> Any:
 
 
 _NO_GRAD_MODES = ("--fuzz-grad-modes", "none")
+
+
+def _how(failure: Any) -> Any:
+    """How a failure shows: a crash's signature, or the names of the tensors that differ; None where it passed."""
+    if failure is None:
+        return None
+    return getattr(failure, "crash_signature", None) or frozenset(m.name for m in getattr(failure, "mismatches", ()))
 
 
 @pytest.mark.slow
@@ -270,8 +290,14 @@ def test_a_fault_only_a_program_reaches_is_found_and_shrunk_to_its_data_flow(tmp
     summary = json.loads((tmp_path / "artifacts" / "latest" / "summary.json").read_text())
     folder = tmp_path / "artifacts" / "latest"
     specs = {f["id"]: NetSpec.from_json((folder / f["id"] / "spec.json").read_text()) for f in summary["failures"]}
+    # The fault's failures: those that show otherwise (or not at all) without it, on thunder with every known fix. A
+    # known bug without a fix can stay beside the fault (an input updated in place loses requires_grad,
+    # input-update-loses-requires-grad, where the fault also loses the update's value).
     with applied(fixes_on(installed_thunder())[0]):
-        faults = [f for f in summary["failures"] if check_spec(specs[f["id"]]).failure is None]
+        unfaulted = {f["id"]: _how(check_spec(specs[f["id"]]).failure) for f in summary["failures"]}
+        with injected(fault):
+            faulted = {f["id"]: _how(check_spec(specs[f["id"]]).failure) for f in summary["failures"]}
+    faults = [f for f in summary["failures"] if unfaulted[f["id"]] != faulted[f["id"]]]
     # One failure, or one per way the fault shows (a further input's gradient lost is a gradient-divergence, and a
     # crash where the output's only path to grad was that input; a clone's update leaking to its original crashed
     # with two signatures; a known bug beside the fault can make its network fail without checkpoints too), never one
