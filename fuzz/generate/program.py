@@ -49,10 +49,22 @@ def read_after(layers: Sequence[Any], value: int, index: int) -> bool:
     return any(value in reads_of(layer, later) for later, layer in enumerate(layers) if later > index)
 
 
-def unread_values(layers: Sequence[Any]) -> list[int]:
-    """The values before the last that no layer reads: what a program returns so that each of its layers is judged."""
-    every_read = {read for index, layer in enumerate(layers) for read in reads_of(layer, index)}
-    return [value for value in range(1, len(layers)) if value not in every_read]
+def unobserved_values(layers: Sequence[Any], checkpoints: Sequence[Any], incoming: Incoming) -> list[int]:
+    """The values before the last that nothing reads after they are made or after the last in-place update of their
+    memory: what a program returns so that each of its layers and updates is judged. (An update's own value is
+    right where a functionalization loses the update: the tensor it updated, read later, is what shows it.)"""
+    made, after_update = values(layers, checkpoints, incoming), {}
+    for index, layer in enumerate(layers):
+        if (flow := LAYER_KINDS[layer.kind].flow) is not None and flow.updates:
+            after_update[made[reads_of(layer, index)[0]].base] = index + 1
+    return [
+        value
+        for value in range(1, len(layers))
+        if not any(
+            value in reads_of(layers[later], later)
+            for later in range(after_update.get(made[value].base, 0), len(layers))
+        )
+    ]
 
 
 def region_of(checkpoints: Sequence[Any], index: int) -> int | None:

@@ -234,7 +234,7 @@ def program_specs(
     the op catalog's in-place calls, unless ``catalog_nodes`` is False), checkpointed regions, grad-mode regions (of
     ``grad_modes``), several outputs; about ``max_nodes`` layers (an update of a fresh clone may add one). Shrinks
     toward a stack: each read toward the latest value, layers before data flow, no grad mode, one output; every value
-    nothing reads is returned. An in-place
+    nothing reads (after its memory's last update) is returned. An in-place
     update eager would reject becomes its out-of-place twin (`fuzz.generate.program.repaired`); inference_mode inside
     a selective checkpoint is dropped, and the input is returned too where no output would need grad.
     """
@@ -261,15 +261,17 @@ def program_specs(
         for ckpt in checkpoints_from_placements([placement for _, placement in placed], layers)
     ]
     extra = draw(st.lists(st.integers(0, len(layers) - 1), max_size=2, unique=True))
-    # Every value nothing reads is returned: a layer whose value no one reads or returns runs but is never judged (214
-    # of 400 drawn programs held one, and most drawn instances of a fault's structure then hid it).
-    drawn = [len(layers) - 1 - distance for distance in extra]
-    outputs = list(dict.fromkeys([len(layers), *program.unread_values(layers), *drawn]))
     inside_selective = program.inference_in_selective(layers, checkpoints)
     layers = [replace(layer, grad_mode=None) if i in inside_selective else layer for i, layer in enumerate(layers)]
+    layers = program.repaired(layers, checkpoints, incoming)
+    # Every value nothing reads (after its memory's last update) is returned: a layer whose value no one reads or
+    # returns runs but is never judged (214 of 400 drawn programs held one, and most drawn instances of a fault's
+    # structure then hid it).
+    drawn = [len(layers) - 1 - distance for distance in extra]
+    outputs = list(dict.fromkeys([len(layers), *program.unobserved_values(layers, checkpoints, incoming), *drawn]))
     spec = NetSpec(
         features=incoming.width,
-        layers=program.repaired(layers, checkpoints, incoming),
+        layers=layers,
         checkpoints=checkpoints,
         batch=incoming.batch,
         dtype=dtype,

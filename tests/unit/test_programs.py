@@ -46,7 +46,8 @@ def _program(*layers: tuple[str, list[int]], checkpoints=(), outputs=None, featu
 def test_drawn_programs_are_valid_round_trip_and_run_eagerly_with_and_without_checkpoints(spec):
     validate(spec)
     assert NetSpec.from_json(spec.to_json()) == spec
-    assert set(program.unread_values(spec.layers)) <= set(program.outputs_of(spec))  # each layer's value is judged
+    unobserved = program.unobserved_values(spec.layers, spec.checkpoints, spec._input())
+    assert set(unobserved) <= set(program.outputs_of(spec))  # each layer's value, and each update, is judged
     outputs = []
     for checkpointing in (True, False):
         example = build_example(spec, checkpointing)
@@ -119,6 +120,13 @@ def test_stacks_keep_their_json_and_their_networks():
     as_program = _program(("tanh", [0]), checkpoints=[CheckpointSpec(0, 1)], features=2)
     a, b = build_example(stack), build_example(as_program)
     torch.testing.assert_close(a.net(a.input).reshape(-1), b.net(b.input))
+
+
+def test_a_program_returns_each_value_nothing_reads_after_it_is_made_or_after_its_memorys_last_update():
+    layers = (("clone", [0]), ("add", [1, 1]), ("sigmoid_", [1]), ("tanh", [0]))
+    for spec, unobserved in [(_program(*layers), [1, 2, 3]), (_program(*layers, ("tanh", [1])), [2, 3, 4])]:
+        validate(spec)
+        assert program.unobserved_values(spec.layers, spec.checkpoints, spec._input()) == unobserved
 
 
 def test_deleting_a_layer_rewires_its_readers_to_what_it_read():
