@@ -251,7 +251,10 @@ def _how(failure: Any) -> Any:
             _original_read_after_its_clone_is_updated,
             ("--fuzz-catalog-nodes", "no", *_NO_GRAD_MODES),
         ),
-        ("catalog-updates-lost", _a_catalog_update_of_a_fresh_value, _NO_GRAD_MODES),
+        # (Linear layers only, as thunder compiles them: the fault fired on 20 of 20 drawn catalog updates with them,
+        # 18 of 20 with every kind; a checkpoint with a fallback's layer goes whole to inductor, out of the fault's
+        # reach. With every kind one full run found it after 187 s of 266, another not in 127 examples.)
+        ("catalog-updates-lost", _a_catalog_update_of_a_fresh_value, ("--fuzz-layers", "linear", *_NO_GRAD_MODES)),
         ("no-grad-regions-tracked", _a_no_grad_region, ("--fuzz-grad-modes", "no_grad", "--fuzz-catalog-nodes", "no")),
         # (The fault shows only where a network returns a value an autocast region made in autocast's dtype: Linear
         # is the layer kind autocast computes in bfloat16, and with it alone 23 of 400 drawn programs return one,
