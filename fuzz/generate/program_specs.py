@@ -234,9 +234,9 @@ def program_specs(
     the op catalog's in-place calls, unless ``catalog_nodes`` is False), checkpointed regions, grad-mode regions (of
     ``grad_modes``), several outputs; about ``max_nodes`` layers (an update of a fresh clone may add one). Shrinks
     toward a stack: each read toward the latest value, layers before data flow, no grad mode, one output; every value
-    nothing reads (after its memory's last update) is returned. An in-place
-    update eager would reject becomes its out-of-place twin (`fuzz.generate.program.repaired`); inference_mode inside
-    a selective checkpoint is dropped, and the input is returned too where no output would need grad.
+    nothing reads (after its memory's last update) is returned. An in-place update eager would reject becomes its
+    out-of-place twin (`fuzz.generate.program.repaired`); inference_mode inside a selective checkpoint is dropped, and
+    the input is returned too where no output would need grad.
     """
     chosen = kinds or tuple(LAYER_KINDS)
     usable = [
