@@ -216,6 +216,16 @@ def _grad_mode(draw: st.DrawFn, previous: str | None, dtype: str, grad_modes: Se
     return draw(st.sampled_from(modes)) if modes and rarely(draw) else None
 
 
+def _outputs(draw: st.DrawFn, layers: list[LayerSpec], checkpoints: list[Any], incoming: Incoming) -> list[int]:
+    """A program's outputs: its last value, every value nothing reads after it is made or after its memory's last
+    in-place update, and up to two drawn others (shrinking toward none)."""
+    # A layer whose value no one reads or returns runs but is never judged (214 of 400 drawn programs held one, and
+    # most drawn instances of a fault's structure then hid it).
+    extra = draw(st.lists(st.integers(0, len(layers) - 1), max_size=2, unique=True))
+    drawn = [len(layers) - 1 - distance for distance in extra]
+    return list(dict.fromkeys([len(layers), *program.unobserved_values(layers, checkpoints, incoming), *drawn]))
+
+
 @st.composite
 def program_specs(
     draw: st.DrawFn,
@@ -260,15 +270,10 @@ def program_specs(
         replace(ckpt, api="checkpoint", nested=False, segments=1)
         for ckpt in checkpoints_from_placements([placement for _, placement in placed], layers)
     ]
-    extra = draw(st.lists(st.integers(0, len(layers) - 1), max_size=2, unique=True))
     inside_selective = program.inference_in_selective(layers, checkpoints)
     layers = [replace(layer, grad_mode=None) if i in inside_selective else layer for i, layer in enumerate(layers)]
     layers = program.repaired(layers, checkpoints, incoming)
-    # Every value nothing reads (after its memory's last update) is returned: a layer whose value no one reads or
-    # returns runs but is never judged (214 of 400 drawn programs held one, and most drawn instances of a fault's
-    # structure then hid it).
-    drawn = [len(layers) - 1 - distance for distance in extra]
-    outputs = list(dict.fromkeys([len(layers), *program.unobserved_values(layers, checkpoints, incoming), *drawn]))
+    outputs = _outputs(draw, layers, checkpoints, incoming)
     spec = NetSpec(
         features=incoming.width,
         layers=layers,
