@@ -301,10 +301,7 @@ def _leak_through_checkpoints(region: torch.fx.GraphModule, bodies: dict[torch.f
         placeholders = [node for node in body.graph.nodes if node.op == "placeholder"]
         (returned,) = [node.args[0] for node in body.graph.nodes if node.op == "output"]
         returned = list(returned) if isinstance(returned, (tuple, list)) else [returned]
-        taken = {}
-        for user in ckpt.users:
-            if user.target is operator.getitem:
-                taken[user.args[1]] = user
+        taken = {user.args[1]: user for user in ckpt.users if user.target is operator.getitem}
         for placeholder, arg in zip(placeholders, ckpt.args[1:], strict=False):
             if not isinstance(arg, torch.fx.Node):
                 continue
