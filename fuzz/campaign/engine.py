@@ -177,15 +177,30 @@ class Campaign:
         self._outcomes[key] = outcome, reproduced
         return outcome, reproduced
 
-    def _checked(self, spec: NetSpec, limit_s: float | None, shrinking: bool = False, rerun: bool = True) -> Outcome:
+    def _checked(
+        self,
+        spec: NetSpec,
+        limit_s: float | None,
+        shrinking: bool = False,
+        rerun: bool = True,
+        verdict_only: bool = False,
+    ) -> Outcome:
         """``spec`` run and judged under ``limit_s``, none of its thunderfx runs past the end of the budget (a verdict
         that end cuts short is none: invalid), recorded as in flight. Where ``shrinking`` shortened the limit, a
         time-out only rejects the example; otherwise it is run a second time (when ``rerun`` and the budget has room
-        for it) before it counts."""
+        for it) before it counts. ``verdict_only``: only whether it fails (a known fix's judgement): a failure is not
+        triaged, and under ``--converter both`` the stock converter is not run."""
         rerun = rerun and not shrinking and self.budget.room_for(2 * (limit_s or 0))
+        converter = self.config.converter
+        converter = "fixed" if verdict_only and converter == "both" else converter
         with self._in_flight(spec, self.budget.capped(limit_s)):
             outcome = check_spec(
-                spec, converter=self.config.converter, timeout_s=limit_s, rerun_timeouts=rerun, deadline=self.budget.end
+                spec,
+                converter=converter,
+                timeout_s=limit_s,
+                rerun_timeouts=rerun,
+                deadline=self.budget.end,
+                triaged=not verdict_only,
             )
         if shrinking and isinstance(outcome.failure, ExampleTimeout):
             return replace(outcome, valid=False, invalid_reason=SHORTENED, failure=None)

@@ -21,7 +21,8 @@ from fuzz.registry.novelty import credited_fixes, fixes_on, passes_with
 from fuzz.report.stats import CampaignStats
 
 FIXED_NOT = "it still fails with the entry's fix applied"
-# Entries this process credited most recently, tried alone before bisecting: a repeat costs 2 runs, not ~2 log2(N).
+# Entries this process credited most recently, tried alone (then together) before bisecting: a repeat costs 2 runs
+# (a repeated chain of two, 4), not ~log2(N) per fix credited.
 RECENT_FIRST = 3
 
 
@@ -88,7 +89,8 @@ class KnownBugs:
     def credited(self, outcome: Outcome, known: Sequence[KnownIssue]) -> tuple[str, ...]:
         """The entries whose fixes explain ``outcome``'s failure (`fuzz.registry.novelty.credited_fixes`: it passes
         with them applied); () for a pass or a failure they do not explain. Where two fixes each explain it alone,
-        the one tried first wins: the trigger-matching entries', then those this process credited last."""
+        the one tried first wins: the trigger-matching entries', then those this process credited last (a chain's
+        entries among them)."""
         if not outcome.valid or outcome.failure is None or not self.fixes:
             return ()
         started, limit = time.monotonic(), self.budget.shrinking_timeout_s()
@@ -97,8 +99,8 @@ class KnownBugs:
             credited = credited_fixes(outcome.spec, self.fixes, judge, [*(issue.id for issue in known), *self.recent])
         finally:
             self.stats.fix_rejudge_s += time.monotonic() - started
-        if len(credited) == 1:  # most failures of a campaign are forms of a few bugs: try these first next time
-            self.recent = [credited[0], *(entry for entry in self.recent if entry != credited[0])][:RECENT_FIRST]
+        if credited:  # most failures of a campaign are forms of a few bugs (or chains): try these first next time
+            self.recent = [*credited, *(entry for entry in self.recent if entry not in credited)][:RECENT_FIRST]
         return credited
 
     def fixes_explain(self, spec: NetSpec, limit_s: float | None) -> bool:
@@ -109,7 +111,7 @@ class KnownBugs:
     def _judged(self, spec: NetSpec, limit_s: float | None) -> Outcome:
         """``spec``'s verdict under ``limit_s``; `VerdictCut` where the end of the budget, not a fix, stopped it (no
         verdict, as `fuzz.registry.issue.explained_by` takes it)."""
-        judged = self.check(spec, limit_s, rerun=False)
+        judged = self.check(spec, limit_s, rerun=False, verdict_only=True)
         if judged.cut_short:
             raise VerdictCut
         return judged

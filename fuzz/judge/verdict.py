@@ -180,6 +180,7 @@ def check_spec(
     rerun_timeouts: bool = True,
     first_run: ThunderRun | None = None,
     deadline: float = math.inf,
+    triaged: bool = True,
 ) -> Outcome:
     """Run ``spec`` eagerly and under thunderfx with ``converter`` ("fixed", "stock" or "both") and judge.
 
@@ -194,11 +195,13 @@ def check_spec(
     the first one; a report without saved bytes then leaves the memory contract unchecked.
     ``deadline`` (`time.monotonic`): no thunderfx run of the verdict goes more than a second past it; a verdict it
     cuts short is none: the example is invalid (`VERDICT_CUT`).
+    Not ``triaged``: a failure is not asked whether it needs its checkpoints (a second compile), for callers that
+    need only whether it fails (a known fix's verdict).
     """
     thunder = ThunderRuns(timeout_s, rerun_timeouts, deadline, first=first_run)
     start = time.perf_counter()
     try:
-        return _verdict(spec, converter, thunder)
+        return _verdict(spec, converter, thunder, triaged)
     except VerdictCut:
         seconds = time.perf_counter() - start
         return Outcome(spec, False, thunder.cut_reason(), seconds=seconds, timeout_reruns=thunder.reruns)
@@ -248,7 +251,7 @@ def _random_divergence(
     return failure, f"{triage}; {deterministic}", ""
 
 
-def _verdict(spec: NetSpec, converter: str, thunder: ThunderRuns) -> Outcome:
+def _verdict(spec: NetSpec, converter: str, thunder: ThunderRuns, triaged: bool = True) -> Outcome:
     """`check_spec`'s verdict on ``spec`` with ``thunder``'s runs (`VerdictCut` propagates)."""
     start = time.perf_counter()
 
@@ -303,7 +306,12 @@ def _verdict(spec: NetSpec, converter: str, thunder: ThunderRuns) -> Outcome:
         failure, random_triage, invalid_reason = _random_divergence(spec, converter, thunder, failure, compiled)
         if invalid_reason:
             return invalid(invalid_reason)
-    if failure is not None and not isinstance(failure, ExampleTimeout) and not isinstance(failure.__cause__, Triage):
+    if (
+        triaged
+        and failure is not None
+        and not isinstance(failure, ExampleTimeout)
+        and not isinstance(failure.__cause__, Triage)
+    ):
         # A random network's own failure is against thunderfx without checkpoints, which ran: checkpoint-specific.
         triage = (
             CheckpointSpecific(random_triage)

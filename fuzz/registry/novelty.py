@@ -39,29 +39,48 @@ def credited_fixes(
 ) -> tuple[str, ...]:
     """The entries whose fixes explain a failure of ``spec``: () when ``judge`` still fails it (or gives no verdict)
     with every fix applied; else the fix of an entry in ``first`` (tried alone, in that order: the entries whose
-    triggers match, then those a campaign credited last) that alone makes it pass, or the smallest half (by
-    bisection: about 2 log2 of the fixes' count in thunderfx runs) down to one fix, or, where only fixes from both
-    halves together do, a chain: that set less each fix it passes without (one more run per fix in it). A fix that
-    builds on others brings them: where they alone make it pass, the credit is theirs."""
+    triggers match, then those a campaign credited last) that alone makes it pass, or the fixes of ``first`` together
+    made minimal (a chain credited last), or the fewest of all the fixes found to make it pass (`_fewest`: about
+    log2 of their count in thunderfx runs per fix credited; more than one: a chain). No set of fixes is run twice. A
+    fix that builds on others brings them: where they alone make it pass, the credit is theirs."""
+    verdicts: dict[frozenset[str], bool] = {}
 
     def passes(some: Sequence[Fix]) -> bool:
-        return passes_with(spec, some, judge)
+        key = frozenset(fix.entry for fix in some)
+        if key not in verdicts:
+            verdicts[key] = passes_with(spec, some, judge)
+        return verdicts[key]
 
     if not fixes or not passes(fixes):
         return ()
     tried_first = [fix for entry in dict.fromkeys(first) for fix in fixes if fix.entry == entry]
     if len(fixes) > 1 and (alone := next((fix for fix in tried_first if passes([fix])), None)) is not None:
         fixes = [alone]
-    while len(fixes) > 1:
-        middle = len(fixes) // 2
-        half = next((half for half in (fixes[:middle], fixes[middle:]) if passes(half)), None)
-        if half is None:  # a chain: fixes from both halves are needed together
-            break
-        fixes = half
-    for fix in list(fixes) if len(fixes) > 1 else []:  # a chain, made minimal: each fix it can do without goes
-        if passes(rest := [other for other in fixes if other is not fix]):
-            fixes = rest
+    elif 1 < len(tried_first) < len(fixes) and passes(tried_first):
+        fixes = tried_first
+    fixes = _fewest(fixes, passes)
     if len(fixes) == 1 and fixes[0].builds_on:  # a fix applies the fixes it builds on: they may be the cause
         if by_bases := credited_fixes(spec, fixes_for(fixes[0].builds_on), judge):
             return by_bases
     return tuple(fix.entry for fix in fixes)
+
+
+def _fewest(fixes: Sequence[Fix], passes: Callable[[Sequence[Fix]], bool]) -> list[Fix]:
+    """Of ``fixes``, which make a failure pass together (and none: it failed), a subset that passes and needs each of
+    its fixes (more fixes never making it fail): the last fix of the shortest passing prefix, found by bisection, is
+    needed; the search goes on among the fixes before it, those found kept applied, until they pass alone."""
+    needed: list[Fix] = []
+    candidates = list(fixes)
+    while candidates:
+        low, high = 1, len(candidates)  # needed + candidates[:high] passes; needed + candidates[:0] does not
+        while low < high:
+            middle = (low + high) // 2
+            if passes([*needed, *candidates[:middle]]):
+                high = middle
+            else:
+                low = middle + 1
+        needed.append(candidates[high - 1])
+        candidates = candidates[: high - 1]
+        if candidates and passes(needed):
+            break
+    return [fix for fix in fixes if fix in needed]

@@ -9,6 +9,7 @@ import torch
 from thunder.dynamo.utils import _torch_to_thunder_function_map
 
 import fuzz.fix
+import fuzz.judge.thunder_runs
 from fuzz.fix import STOCK_CONVERTER
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.judge.failures import ExampleTimeout, GradientDivergence, ThunderCrash
@@ -69,6 +70,23 @@ def test_a_gradient_fault_inside_a_checkpoint_is_found_and_classified(fault, dty
         inside.spec, inside.failure
     )
     assert outside.failure is None
+
+
+def test_a_verdict_without_triage_finds_the_same_failure_with_one_compile_less(monkeypatch):
+    # (A known fix's judgement needs only whether the network fails: `fuzz.campaign.known`.)
+    runs = []
+    run = fuzz.judge.thunder_runs.ThunderRuns.__call__
+    monkeypatch.setattr(
+        fuzz.judge.thunder_runs.ThunderRuns, "__call__", lambda *args, **kw: runs.append(1) or run(*args, **kw)
+    )
+    with injected("tanh-grad-x2"):
+        triaged = check_spec(_spec("tanh", "gelu"))
+        compiles_triaged = len(runs)
+        untriaged = check_spec(_spec("tanh", "gelu"), triaged=False)
+    assert (compiles_triaged, len(runs) - compiles_triaged) == (2, 1)
+    assert type(untriaged.failure) is type(triaged.failure) is GradientDivergence
+    assert (triaged.failure.triage, untriaged.failure.triage) == ("checkpoint-specific", "untriaged")
+    assert check_spec(_spec("tanh", "gelu"), triaged=False).failure is None
 
 
 def _raises(*args, **kwargs):

@@ -277,7 +277,7 @@ def test_an_entry_named_first_is_tried_alone_first_so_a_repeated_form_costs_two_
 
 def test_a_campaign_process_tries_the_entry_it_credited_last_alone_first():
     runs = []
-    check = lambda spec, limit, rerun: runs.append(spec) or check_spec(spec)  # noqa: E731
+    check = lambda spec, limit, rerun, verdict_only: runs.append(spec) or check_spec(spec)  # noqa: E731
     known = KnownBugs("fixed", ItemBudget(None, 1, None), CampaignStats(), check, lambda spec, limit: nullcontext())
     known.fixes = fixes_for(  # four fixes: a short bisection
         [
@@ -375,5 +375,11 @@ def test_a_failure_only_two_fixes_explain_together_is_credited_to_those_two_not_
     for alone in ("pow-zero-exponent-grad-nan", "max-pool1d-padding-nan"):
         with applied([load_fix(alone)]):
             assert check_spec(both).failure is not None, alone
-    credited = credited_fixes(both, fixes, check_spec)
+    runs = []
+    judge = lambda spec: runs.append(spec) or check_spec(spec)  # noqa: E731
+    credited = credited_fixes(both, fixes, judge)
     assert credited == ("max-pool1d-padding-nan", "pow-zero-exponent-grad-nan"), credited
+    # every fix; the shortest passing prefix (two runs) ends with pow's; pow's alone fails; with max-pool's first: it
+    assert len(runs) == 5
+    runs.clear()  # the same chain named first (as a campaign credited it last): alone each, together, nothing twice
+    assert credited_fixes(both, fixes, judge, credited) == credited and len(runs) == 4
