@@ -19,7 +19,7 @@ from thunder.dynamo import thunderfx
 from torch.utils.checkpoint import checkpoint
 
 from fuzz.campaign.budget import ItemBudget
-from fuzz.campaign.known import KnownBugs
+from fuzz.campaign.known import NOT_NARROWED, KnownBugs
 from fuzz.generate.spec import CheckpointSpec, LayerSpec, NetSpec
 from fuzz.judge.verdict import check_spec
 from fuzz.registry.files import recorded_spec
@@ -275,7 +275,7 @@ def test_an_entry_named_first_is_tried_alone_first_so_a_repeated_form_costs_two_
     assert len(runs) == 3  # every fix, pow's alone (still fails), the 0-dim operand's alone; no fix for the first
 
 
-def test_a_campaign_process_tries_the_entry_it_credited_last_alone_first():
+def test_a_campaign_process_tries_the_entry_it_credited_last_alone_first_and_while_shrinking_only_those():
     runs = []
     check = lambda spec, limit, rerun, verdict_only: runs.append(spec) or check_spec(spec)  # noqa: E731
     known = KnownBugs("fixed", ItemBudget(None, 1, None), CampaignStats(), check, lambda spec, limit: nullcontext())
@@ -294,6 +294,16 @@ def test_a_campaign_process_tries_the_entry_it_credited_last_alone_first():
     runs.clear()
     assert known.credited(prelu, []) == ("binary-op-zero-dim-tensor-crash",)
     assert len(runs) == 2 < bisected  # every fix, then the one credited last alone
+    known.budget.failures.append(prelu)  # the item shrinks a failure: a step is known or not, narrowed no further
+    known.recent, runs[:] = [], []
+    assert known.credited(prelu, []) == (NOT_NARROWED,) and len(runs) == 1  # every fix
+    known.recent, runs[:] = ["pow-zero-exponent-grad-nan"], []
+    assert known.credited(prelu, []) == (NOT_NARROWED,) and len(runs) == 2  # every fix, pow's alone
+    known.recent, runs[:] = ["binary-op-zero-dim-tensor-crash"], []
+    assert known.credited(prelu, []) == ("binary-op-zero-dim-tensor-crash",) and len(runs) == 2
+    known.recent = []
+    assert known.judge(prelu, []) and known.stats.known_by_fix[NOT_NARROWED] == 1  # known, counted as not narrowed
+    assert NOT_NARROWED not in known.stats.known_issues and known.recent == []
 
 
 def test_x_plus_its_mean_in_a_checkpoint_is_binary_op_zero_dim_tensor_crash_by_its_fix():
