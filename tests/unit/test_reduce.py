@@ -232,6 +232,18 @@ def test_each_layer_alone_is_tried_once_where_one_deletion_at_a_time_gets_stuck(
     assert len(checked) == 4 and checked[-1].layers == [LayerSpec("stand_in", {"args": [], "function": "sin"})]
 
 
+def test_a_layer_there_only_to_make_the_value_a_failure_needs_goes_under_another_seed():
+    # (A clone's abs_ shows only on a negative value: which layers before it make one depends on the seed.)
+    layers = [LayerSpec("relu"), LayerSpec("relu"), LayerSpec("tanh")]
+    spec = NetSpec(features=1, layers=layers, checkpoints=[CheckpointSpec(2, 3)])
+
+    def fails_whole_or_on_odd_seeds(candidate: NetSpec) -> bool:
+        return _has_checkpointed_tanh(candidate) and (len(candidate.layers) == 3 or candidate.seed % 2 == 1)
+
+    reduced = reduce_spec(spec, fails_whole_or_on_odd_seeds)
+    assert [layer.kind for layer in reduced.layers] == ["tanh"] and reduced.seed == spec.seed + 1
+
+
 def _runs_matmul_in_eager(spec: NetSpec) -> bool:
     if spec.layers[0].params.get("op") != "matmul":
         return False
