@@ -140,6 +140,21 @@ def _update_call(call: Any) -> UpdateCall | str:
     return UpdateCall(call.op, call.target, call.args, call.kwargs, partner, dtypes, mutations)
 
 
+def _keeps_some_values(call: UpdateCall) -> bool:
+    """Whether ``call`` leaves some values of either sign as they were (``abs_`` the positive ones, ``ceil_`` the
+    integers, ``clamp_`` those inside its bounds): such calls go last, so that a drawn update shrinks toward one that
+    changes any value (a failure of updates then shows whatever values the layers before it make, and they go)."""
+    import torch
+
+    sample = ((torch.arange(12, dtype=torch.float64) - 5.5) * 0.47).reshape(3, 4)  # both signs, no integer, no zero
+    x, y = sample.clone(), sample.flip(0, 1).clone()
+    params = {"target": call.target, "args": call.args, "kwargs": call.kwargs}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = eval(f"lambda x, y: {update_source(params)}", {"torch": torch})(x, y)
+    return bool((result == sample).any())
+
+
 def _checked(inplace: list[Any]) -> tuple[list[UpdateCall], dict[str, str]]:
     calls: list[UpdateCall] = []
     left: dict[str, str] = {}
@@ -170,13 +185,15 @@ def _calls_and_left_out() -> tuple[tuple[UpdateCall, ...], dict[str, str]]:
         calls = [UpdateCall(**{**c, "dtypes": tuple(c["dtypes"]), "mutations": tuple(c["mutations"])}) for c in data[0]]
         return tuple(calls), data[1]
     calls, left = _checked(inplace)
+    calls.sort(key=_keeps_some_values)  # (stable: the catalog's order otherwise)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, json.dumps([[vars(call) for call in calls], left]))  # (workers at once all write the same)
     return tuple(calls), left
 
 
 def update_calls() -> tuple[UpdateCall, ...]:
-    """The catalog's in-place calls a program may update a value with, in the catalog's order."""
+    """The catalog's in-place calls a program may update a value with, in the catalog's order, those that leave some
+    values as they were last (`_keeps_some_values`)."""
     return _calls_and_left_out()[0]
 
 

@@ -60,6 +60,14 @@ def test_the_catalog_updates_cover_its_unary_and_binary_in_place_ops_and_say_why
     assert "non-finite on values of either sign" in left_out().values()  # log_, sqrt_: a program's values have signs
 
 
+def test_updates_shrink_toward_one_that_changes_values_of_either_sign_and_those_that_keep_some_come_last():
+    targets = [call.target for call in update_calls()]
+    assert targets[0] == "atan_" and targets.index("abs_") > targets.index("sin_")  # abs_ keeps positive values
+    x = torch.tensor([[-1.3, -0.2, 0.4, 2.1]])
+    first = eval(f"lambda x, y: {update_source(vars(update_calls()[0]))}", {"torch": torch})(x.clone(), x.clone())
+    assert not bool((first == x).any())
+
+
 @pytest.mark.parametrize("call", update_calls()[:60:6], ids=lambda call: call.target)
 def test_an_update_updates_its_value_in_place_and_its_twin_does_not(call):
     x, y = torch.randn(3, 4) * 1, torch.randn(3, 4)
