@@ -164,8 +164,8 @@ def _with_layer(spec: NetSpec, index: int, layer: LayerSpec) -> NetSpec:
 def _reseeded(spec: NetSpec) -> Iterator[NetSpec]:
     """Each layer deleted, under the next seeds (`RESEEDS`): where a failure shows only for some values (an `abs_`
     updates a negative value only), a deletion redraws every weight and input after it, and the layers a shrunk
-    network kept may be there only to make the value the failure needs (four 1x1 Linear layers before a clone's
-    `abs_`, measured: none could go under the seed it was found with)."""
+    network kept may be there only to make the value the failure needs (measured: 1x1 Linear layers before a clone's
+    `abs_`, the last two of which went only under other seeds)."""
     for index in range(len(spec.layers)):
         smaller = _without_layer(spec, index)
         smaller = smaller if valid(smaller) else _refitted(smaller)
@@ -196,7 +196,7 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
         yield smaller if valid(smaller) else _refitted(smaller)
     for index in range(len(spec.checkpoints)):
         yield replace(spec, checkpoints=spec.checkpoints[:index] + spec.checkpoints[index + 1 :])
-    # (Before simpler kinds: three 1x1 Linear layers have 30 of those, and a reduction's 50 checks ran out on them.)
+    # (Before simpler kinds: an update node has some 40 of those, and a reduction's 50 checks ran out on them.)
     yield from _reseeded(spec)
     order = list(LAYER_KINDS)  # simplest first
     for index, layer in enumerate(spec.layers):
