@@ -92,6 +92,13 @@ def _shape_problem(args: list, kwargs: Mapping[str, Any]) -> str | None:
     return None
 
 
+def as_function(source: str) -> Any:
+    """An update's (or its twin's) source as a function of ``x`` (the updated value) and ``y`` (the second one)."""
+    import torch
+
+    return eval(f"lambda x, y: {source}", {"torch": torch})
+
+
 def _runs_on_values(params: Mapping[str, Any], dtype: str, partner: bool) -> str | None:
     """None when update and twin run forward and backward on intermediate matrices of `_CHECK_SHAPES`, finite."""
     import torch
@@ -104,7 +111,7 @@ def _runs_on_values(params: Mapping[str, Any], dtype: str, partner: bool) -> str
                 leaves = [leaf.requires_grad_() for leaf in leaves]
                 try:
                     x, y = leaves[0] * 1, leaves[1] * 1  # intermediate values, as a program's are
-                    result = eval(f"lambda x, y: {source}", {"torch": torch})(x, y)
+                    result = as_function(source)(x, y)
                     result.backward(torch.ones_like(result))
                 except Exception as error:
                     return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"[:160]
@@ -151,7 +158,7 @@ def _keeps_some_values(call: UpdateCall) -> bool:
     params = {"target": call.target, "args": call.args, "kwargs": call.kwargs}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = eval(f"lambda x, y: {update_source(params)}", {"torch": torch})(x, y)
+        result = as_function(update_source(params))(x, y)
     return bool((result == sample).any())
 
 

@@ -167,9 +167,16 @@ def _reseeded(spec: NetSpec) -> Iterator[NetSpec]:
     network kept may be there only to make the value the failure needs (measured: 1x1 Linear layers before a clone's
     `abs_`, the last two of which went only under other seeds)."""
     for index in range(len(spec.layers)):
-        smaller = _without_layer(spec, index)
-        smaller = smaller if valid(smaller) else _refitted(smaller)
+        smaller = _deleted(spec, index)
         yield from (replace(smaller, seed=smaller.seed + step) for step in range(1, RESEEDS + 1))
+
+
+def _deleted(spec: NetSpec, index: int) -> NetSpec:
+    """``spec`` without layer ``index``, what read it reading what it read."""
+    smaller = _without_layer(spec, index)
+    # What read the layer may no longer fit what it reads now (an input's view of columns 2:4 of a deleted input,
+    # then a view of x of width 1): fitted again.
+    return smaller if valid(smaller) else _refitted(smaller)
 
 
 def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
@@ -190,10 +197,7 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
         ]
         yield replace(spec, layers=layers)
     for index in range(len(spec.layers)):
-        smaller = _without_layer(spec, index)
-        # What read the layer may no longer fit what it reads now (an input's view of columns 2:4 of a deleted
-        # input, then a view of x of width 1): fitted again.
-        yield smaller if valid(smaller) else _refitted(smaller)
+        yield _deleted(spec, index)
     for index in range(len(spec.checkpoints)):
         yield replace(spec, checkpoints=spec.checkpoints[:index] + spec.checkpoints[index + 1 :])
     # (Before simpler kinds: an update node has some 40 of those, and a reduction's 50 checks ran out on them.)
