@@ -4,7 +4,8 @@
 (`ItemBudget.end`), whatever its items' shares say, with time reserved for what ends the run (the summary, the report)
 and for what finishes a finding (the reduction, the confirmation); no thunderfx run of an example's verdict starts
 after the end or runs past it (`ItemBudget.end` is the verdict's deadline, `fuzz.judge.verdict.check_spec`: a verdict it
-cuts short is none), and a finding whose shrinking would run past it is kept as it is, unshrunk, and said so.
+cuts short is none), and a finding whose shrinking would run past it has Hypothesis's shrinking cut short, is
+reduced in what is left (`REDUCING_S`), and is listed as unshrunk.
 """
 
 from __future__ import annotations
@@ -30,9 +31,16 @@ SWEEP_CASE_S = 2.0
 # still run.
 CLOSING_S = 10.0
 FINISHING_S = 30.0
+# Hypothesis's shrinking of a finding stops this long before its end (the item's shrinking time, or FINISHING_S before
+# the budget's), left to the spec-level reduction (`fuzz.campaign.findings`, which it bounds): the reduction deletes
+# whole layers and rewires their readers, which Hypothesis's shrinker of the draw's choices reaches slowly or not at
+# all. Measured in the program fault self-tests (5-minute campaigns): a clone-update finding at 71 s that Hypothesis
+# still shrank at 260 s, cut short there and kept at 7 layers, unreduced; the reduction alone takes such a network to
+# its 3 layers in well under a minute.
+REDUCING_S = 60.0
 # While other items are still to come, a finding's shrinking takes at most SHRINKING_ITEM_SHARES times the share each
 # of them would get then, and at most SHRINKING_SHARE of what is left (or the rest of its own item's share, if more);
-# then it is kept unshrunk. Measured: in a 20-minute run two model-zoo findings shrank for 450-550 s on both workers at
+# then it is cut short. Measured: in a 20-minute run two model-zoo findings shrank for 450-550 s on both workers at
 # once, and the last two architectures and 23 items got no example at all.
 SHRINKING_ITEM_SHARES = 4.0
 SHRINKING_SHARE = 0.5
@@ -113,14 +121,15 @@ class ItemBudget:
     def may_generate(self) -> bool:
         """False once the current item's share is spent, unless it has found a failure: its shrinking goes on until
         `FINISHING_S` before the end of the budget, and while items are still to come for at most what
-        `SHRINKING_ITEM_SHARES` and `SHRINKING_SHARE` allow from when it was found; then it is cut short (`cut_short`:
-        this item's finding is kept as it is)."""
+        `SHRINKING_ITEM_SHARES` and `SHRINKING_SHARE` allow from when it was found, `REDUCING_S` before either end
+        left to its reduction; then it is cut short (`cut_short`: this item's finding is reduced in what is left and
+        listed as unshrunk)."""
         if not self.failures:
             return not self.spent()
         now = time.monotonic()
         if self._shrink_until is None:
             self._shrink_until = now + self._shrinking_s(now)
-        if self.left_s() > FINISHING_S and now < self._shrink_until:
+        if self.left_s() > FINISHING_S + REDUCING_S and now < self._shrink_until - REDUCING_S:
             return True
         self.cut_short = 1
         return False

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from hypothesis.control import current_build_context
 
-from fuzz.campaign.budget import ItemBudget
+from fuzz.campaign.budget import REDUCING_S, ItemBudget
 from fuzz.campaign.config import CampaignConfig
 from fuzz.campaign.known import KnownBugs, note_resemblance
 from fuzz.generate.reduce import reduce_spec, valid, with_plumbing
@@ -30,8 +30,8 @@ from fuzz.run.stops import stop_if_interrupted
 
 # Wall-clock bound on the spec-level reduction of each final failure (each check compiles it twice: the network,
 # then its triage): measured on the new-kinds campaign, 50 checks took minutes per failure and a 2-minute budget
-# ran for 10 minutes with a dozen distinct failures.
-REDUCE_SECONDS = 60.0
+# ran for 10 minutes with a dozen distinct failures. The budget leaves it that long (`REDUCING_S`).
+REDUCE_SECONDS = REDUCING_S
 # A confirmation needs about this long (a fresh interpreter imports thunder, compiles, then runs upstream.py: 15-25 s
 # measured); with less of the budget left it is not started.
 CONFIRM_MIN_S = 15.0
@@ -97,17 +97,17 @@ class FailureWriter:
         interrupted run keeps a repro; the final one replaces it.
         """
         if current_build_context().is_final:
-            spec, failure = self.reduce_and_write(spec, failure, reduce=not self.budget.cut_short)
+            spec, failure = self.reduce_and_write(spec, failure, cut_short=bool(self.budget.cut_short))
         elif failure.signature not in self._unshrunk:
             unshrunk = self._write_failure(self.config.run_dir / UNSHRUNK, spec, failure)
             self._unshrunk[failure.signature] = unshrunk
         return repro_source(spec, failure, self.config.converter, self.config.executors)
 
     def reduce_and_write(
-        self, spec: NetSpec, failure: ParityFailure, reduce: bool = True
+        self, spec: NetSpec, failure: ParityFailure, cut_short: bool = False
     ) -> tuple[NetSpec, ParityFailure]:
-        """Reduce a failure (`reduced`; not when not ``reduce``: the end of the budget cut its shrinking short, and it
-        is listed as unshrunk) and write it (`write_final`); returns what was written.
+        """Reduce a failure (`reduced`, within what is left of the budget) and write it (`write_final`; listed as
+        unshrunk where the budget ``cut_short`` Hypothesis's shrinking); returns what was written.
 
         On disk while it is reduced, in this process's own folder: should the worker die there, the summary lists it
         (`RunFolder.written_failures`)."""
@@ -115,15 +115,13 @@ class FailureWriter:
             self.config.run_dir, spec, failure, f"{REDUCING}-{self.worker}-{failure_id(spec, failure)}"
         )
         try:
-            judged = reduce
-            if reduce:
-                spec, failure, judged = self.reduced(spec, failure)
+            spec, failure, judged = self.reduced(spec, failure)
         except KeyboardInterrupt:  # the run is being stopped: keep the network as it came, unconfirmed
             self.write_final(spec, failure, confirming=False)
             raise
         finally:
             shutil.rmtree(reducing, ignore_errors=True)
-        self.write_final(spec, failure, unshrunk=not reduce, reduced=judged)
+        self.write_final(spec, failure, unshrunk=cut_short, reduced=judged)
         return spec, failure
 
     def write_final(

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 def cluster_of(spec: NetSpec, failure: ParityFailure, reduced: bool = True) -> dict[str, Any]:
     """``{"cluster": id, "cluster_label": words, "shows": how it shows (a crash's signature, or the roles of the
     tensors that differ), "size": how big the network is}`` of a failure (its failure.json keeps them; the smallest
-    member of a cluster stands for it). A network not ``reduced`` (kept unshrunk, or a check
-    of its reduction cut short) is in no op or kind it holds: nothing in it was tried without them."""
+    member of a cluster stands for it). A network not ``reduced`` (left by a dead worker,
+    or a check of its reduction cut short) is in no op or kind it holds: nothing in it was tried without them."""
     from fuzz.judge.failures import ThunderCrash  # (imports torch: the summary, which only groups, does not)
     from fuzz.judge.roles import tensor_role
 

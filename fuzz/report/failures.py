@@ -108,8 +108,9 @@ def write_failure(
 
 def failure_record(spec: NetSpec, failure: ParityFailure, directory: Path, reduced: bool = False) -> dict[str, Any]:
     """What the summary lists of a failure written to ``directory`` (also its ``failure.json``). Only a ``reduced``
-    network blames its ops (each op's identity twin passed there): one found, kept unshrunk or left by a dead worker
-    was never reduced (a make campaign's unshrunk finding blamed logsumexp, whose result its network never used)."""
+    network blames its ops (each op's identity twin passed there): one found, left by a dead worker or whose reduction
+    the end of the budget cut short was not (a make campaign's unshrunk finding blamed logsumexp, whose result its
+    network never used)."""
     return {
         "id": failure_id(spec, failure),
         "class": failure.failure_class,

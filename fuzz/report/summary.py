@@ -112,8 +112,8 @@ def replay_options(config) -> dict[str, Any]:
 
 
 UNSHRUNK_AT_THE_END = (
-    "kept unshrunk: the budget, or its time to shrink beside the items still to come, ended while it was shrunk "
-    "(`ckpt-fuzz replay` shrinks it)"
+    "not shrunk to the end: the budget, or its time to shrink beside the items still to come, ended Hypothesis's "
+    "shrinking, and the reduction had only the minute left (`ckpt-fuzz replay` shrinks it further)"
 )
 
 

@@ -139,15 +139,17 @@ def _abs_case() -> NetSpec:
     return next(s for s in sweep_specs("cpu", ["float32"], ops=["abs"]) if s.layers[0].params["form"] == "function")
 
 
-def test_a_failure_kept_unshrunk_blames_no_op(tmp_path):
-    # Its ops were never replaced by their identity twins: the op the sweep case draws is no culprit yet.
-    campaign = Campaign(CampaignConfig(run_dir=tmp_path, confirm=False))
+def test_a_failure_whose_reduction_the_end_of_the_budget_cut_blames_no_op(tmp_path):
+    # Hypothesis's shrinking was cut short and the budget ended before its reduction could check anything: its ops
+    # were never replaced by their identity twins, so the op the sweep case draws is no culprit yet.
+    ended = CampaignConfig(run_dir=tmp_path, confirm=False, minutes=1, started_at=time.time() - 90)
+    campaign = Campaign(ended)
     campaign.start_item()
     case = _abs_case()
     with injected("tanh-grad-x2"):
         failure = check_spec(case).failure
-    assert failure is not None and blames(case) == "op abs"
-    campaign.findings.reduce_and_write(case, failure, reduce=False)
+        assert failure is not None and blames(case) == "op abs"
+        campaign.findings.reduce_and_write(case, failure, cut_short=True)
     campaign.write_worker_stats()
     (listed,) = campaign.summary(exit_status=1)["failures"]
     assert listed["unshrunk"] and listed["blames"] is None, listed
@@ -206,7 +208,8 @@ def test_the_budget_counts_from_the_commands_start_and_ends_every_item_there():
     budget.set_items(1)
     budget.start_item()
     assert abs(budget.deadline - budget.end) < 0.01  # its share is what is left
-    # No example runs past the end (a second at least), and a failure's shrinking stops FINISHING_S before it.
+    # No example runs past the end (a second at least), and a failure's shrinking stops FINISHING_S and REDUCING_S
+    # before it.
     assert 9 <= budget.example_timeout_s() <= 10.5 and budget.capped(5.0) == 5.0
     budget.failures.append(object())
     assert not budget.may_generate() and budget.cut_short == 1
@@ -226,21 +229,25 @@ def test_a_findings_shrinking_leaves_the_items_still_to_come_their_time(monkeypa
         assert budget.may_generate()  # found now: its shrinking starts
         return budget, time.monotonic(), budget.left_s()
 
+    # (Hypothesis's shrinking of it ends REDUCING_S before its time to shrink does: the reduction's minute.)
+    reducing = fuzz.campaign.budget.REDUCING_S
     budget, found, left = shrinking(4)  # 3 to come: half of what is left (4 of their shares would be more)
-    monkeypatch.setattr(time, "monotonic", lambda: found + 0.49 * left)
+    monkeypatch.setattr(time, "monotonic", lambda: found + 0.5 * left - reducing - 1)
     assert budget.may_generate() and not budget.cut_short
-    monkeypatch.setattr(time, "monotonic", lambda: found + 0.51 * left)
-    assert not budget.may_generate() and budget.cut_short == 1  # kept unshrunk
+    monkeypatch.setattr(time, "monotonic", lambda: found + 0.5 * left - reducing + 1)
+    assert not budget.may_generate() and budget.cut_short == 1  # reduced in what is left of its time
     monkeypatch.undo()
     budget, found, left = shrinking(40)  # 39 to come: 4 of their shares, 4 / 40 of what is left
-    monkeypatch.setattr(time, "monotonic", lambda: found + 0.099 * left)
+    monkeypatch.setattr(time, "monotonic", lambda: found + 0.1 * left - reducing - 1)
     assert budget.may_generate()
-    monkeypatch.setattr(time, "monotonic", lambda: found + 0.101 * left)
+    monkeypatch.setattr(time, "monotonic", lambda: found + 0.1 * left - reducing + 1)
     assert not budget.may_generate() and budget.cut_short == 1
     monkeypatch.undo()
-    last, found, left = shrinking(1)  # nothing to come: it shrinks until FINISHING_S before the end
-    monkeypatch.setattr(time, "monotonic", lambda: found + left - fuzz.campaign.budget.FINISHING_S - 1)
+    last, found, left = shrinking(1)  # nothing to come: it shrinks until FINISHING_S and the reduction's minute
+    monkeypatch.setattr(time, "monotonic", lambda: found + left - fuzz.campaign.budget.FINISHING_S - reducing - 1)
     assert last.may_generate()
+    monkeypatch.setattr(time, "monotonic", lambda: found + left - fuzz.campaign.budget.FINISHING_S - reducing + 1)
+    assert not last.may_generate() and last.cut_short == 1
 
 
 def test_a_known_issue_check_the_end_of_the_budget_cuts_short_leaves_no_verdict_not_a_new_failure(tmp_path):
