@@ -35,8 +35,8 @@ FINISHING_S = 30.0
 # the budget's), left to the spec-level reduction (`fuzz.campaign.findings`, which it bounds): the reduction deletes
 # whole layers and rewires their readers, which Hypothesis's shrinker of the draw's choices reaches slowly or not at
 # all. Measured in the program fault self-tests (5-minute campaigns): a clone-update finding at 71 s that Hypothesis
-# still shrank at 260 s, cut short there and kept at 7 layers, unreduced; the reduction alone takes such a network to
-# its 3 layers in well under a minute.
+# still shrank at 260 s, cut short there and kept at 7 layers, unreduced; with this reserve, an aliased-inputs finding
+# at 184 s, cut short at 200 s, was reduced to its 2 layers by 211 s (on a loaded machine).
 REDUCING_S = 60.0
 # While other items are still to come, a finding's shrinking takes at most SHRINKING_ITEM_SHARES times the share each
 # of them would get then, and at most SHRINKING_SHARE of what is left (or the rest of its own item's share, if more);
