@@ -128,6 +128,11 @@ def test_a_catalog_update_through_a_view_is_valid_runs_eagerly_and_reduces_towar
     validate(spec)
     assert "program update through a view" in flow_traits(spec)
     assert "program catalog update tanh_" in flow_traits(spec)
-    plain = [c for c in _candidates(spec) if [layer.kind for layer in c.layers] == ["clone", "narrow", "sigmoid_"]]
+    candidates = list(_candidates(spec))
+    plain = [c for c in candidates if [layer.kind for layer in c.layers] == ["clone", "narrow", "sigmoid_"]]
     assert plain and plain[0].layers[2].params == {}
     validate(plain[0])
+    # A view or an update is swapped only for a kind that reads and updates alike, never for a stack layer (relu).
+    swapped = [c.layers[i].kind for c in candidates if len(c.layers) == 3 for i in (1, 2)]
+    assert not set(swapped) & {"relu", "tanh", "sigmoid", "softmax"}, sorted(set(swapped))
+    assert {"alias", "transpose"} & set(swapped), sorted(set(swapped))
