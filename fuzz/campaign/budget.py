@@ -32,7 +32,9 @@ SWEEP_CASE_S = 2.0
 CLOSING_S = 10.0
 FINISHING_S = 30.0
 # Hypothesis's shrinking of a finding stops this long before its end (the item's shrinking time, or FINISHING_S before
-# the budget's), left to the spec-level reduction (`fuzz.campaign.findings`, which it bounds): the reduction deletes
+# the budget's), left to the spec-level reduction (`fuzz.campaign.findings`), whose wall-clock bound it is too (each
+# check compiles the network twice, the network then its triage: measured on the new-kinds campaign, 50 checks took
+# minutes per failure and a 2-minute budget ran for 10 minutes with a dozen distinct failures). The reduction deletes
 # whole layers and rewires their readers, which Hypothesis's shrinker of the draw's choices reaches slowly or not at
 # all. Measured in the program fault self-tests (5-minute campaigns): a clone-update finding at 71 s that Hypothesis
 # still shrank at 260 s, cut short there and kept at 7 layers, unreduced; with this reserve, an aliased-inputs finding

@@ -28,10 +28,6 @@ from fuzz.report.summary import STOPPED_FIRST
 from fuzz.run.runner import THUNDER_PHASE, HarnessError, hard_limit
 from fuzz.run.stops import stop_if_interrupted
 
-# Wall-clock bound on the spec-level reduction of each final failure (each check compiles it twice: the network,
-# then its triage): measured on the new-kinds campaign, 50 checks took minutes per failure and a 2-minute budget
-# ran for 10 minutes with a dozen distinct failures. The budget leaves it that long (`REDUCING_S`).
-REDUCE_SECONDS = REDUCING_S
 # A confirmation needs about this long (a fresh interpreter imports thunder, compiles, then runs upstream.py: 15-25 s
 # measured); with less of the budget left it is not started.
 CONFIRM_MIN_S = 15.0
@@ -197,7 +193,7 @@ class FailureWriter:
             # One run per check, within the reduction's own bound: a slow thunder error path ends the check. (One the
             # end of the budget cuts short is invalid: no step.) Each check is a safe point of a stopped run.
             stop_if_interrupted()
-            limit = min(self.config.timeout_s or REDUCE_SECONDS, REDUCE_SECONDS)
+            limit = min(self.config.timeout_s or REDUCING_S, REDUCING_S)
             try:
                 with self._in_flight(candidate, self.budget.capped(limit)):  # a death in thunder is a finding itself
                     outcome = check_spec(
@@ -225,7 +221,7 @@ class FailureWriter:
             if (earlier := self._plumbing_reductions.get(plumbing)) is not None:
                 return earlier
         # Within the budget, leaving the confirmation its time.
-        seconds = max(0.0, min(REDUCE_SECONDS, self.budget.left_s() - CONFIRM_MIN_S))
+        seconds = max(0.0, min(REDUCING_S, self.budget.left_s() - CONFIRM_MIN_S))
         reduced = reduce_spec(spec, still_fails, max_seconds=seconds)
         if (reduced_failure := found.get(id(reduced))) is not None:
             note_resemblance(reduced_failure, reduced, known_issues_for(reduced))  # (a fresh run: noted again)
