@@ -42,6 +42,7 @@ class CampaignConfig:
     dtypes: tuple[str, ...] | None = None
     grad_modes: tuple[str, ...] | None = None  # those a program's layers may run under (default: all)
     catalog_nodes: bool | None = None  # programs draw inputs as state, view ops, catalog updates (None: the profile's)
+    structures: tuple[str, ...] = ()  # flow labels every drawn program shows (`fuzz.generate.program_traits`)
     ops: tuple[str, ...] | None = None  # the op family's ops (default: every drawable one)
     families: tuple[str, ...] | None = None  # the families it runs (`fuzz.campaign.families`; default: all)
     known_issues: str = "xfail"

@@ -234,6 +234,7 @@ class Campaign:
             config.max_dim,
             grad_modes=grad_modes if reach else (),
             catalog_nodes=reach if config.catalog_nodes is None else config.catalog_nodes,
+            structures=config.structures,
         )
 
     def strategy(self, family: Family, **options: Any) -> st.SearchStrategy[NetSpec]:

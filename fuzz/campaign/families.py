@@ -18,6 +18,7 @@ from fuzz.campaign.profiles import PROFILES
 from fuzz.generate.decoder import checkpointing_thunderfx_spec, decoder_specs
 from fuzz.generate.draws import MAX_DIM
 from fuzz.generate.program_specs import program_specs
+from fuzz.generate.program_traits import Showing
 from fuzz.generate.spec import DTYPES, NetSpec
 from fuzz.generate.spec_parts import GRAD_MODES
 from fuzz.generate.training import training_families
@@ -38,6 +39,7 @@ class DrawOptions:
     architectures: tuple[str, ...] = ()  # the model zoo's (empty: all)
     grad_modes: tuple[str, ...] = GRAD_MODES  # those a program's layers may run under
     catalog_nodes: bool = True  # programs draw torch's view ops and the op catalog's updates (issue 49)
+    structures: tuple[str, ...] = ()  # flow labels every program shows (`--fuzz-structure`)
 
 
 Strategy = Callable[[DrawOptions], st.SearchStrategy[NetSpec]]
@@ -105,7 +107,7 @@ def _nested(options: DrawOptions) -> st.SearchStrategy[NetSpec]:
 
 
 def _programs(options: DrawOptions) -> st.SearchStrategy[NetSpec]:
-    return program_specs(
+    drawn = program_specs(
         device=options.device,
         kinds=options.kinds,
         dtypes=options.dtypes,
@@ -113,6 +115,7 @@ def _programs(options: DrawOptions) -> st.SearchStrategy[NetSpec]:
         grad_modes=options.grad_modes,
         catalog_nodes=options.catalog_nodes,
     )
+    return drawn.filter(Showing(options.structures)) if options.structures else drawn
 
 
 def _decoders(options: DrawOptions) -> st.SearchStrategy[NetSpec]:

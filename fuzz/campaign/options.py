@@ -4,6 +4,7 @@ taken by each xdist worker from it; the Hypothesis profile loaded and thunder's 
 
 from __future__ import annotations
 
+import difflib
 import random
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from fuzz.campaign.profiles import PROFILES, register_profiles
 from fuzz.generate.draws import OP_KINDS
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.op_catalog import catalog
+from fuzz.generate.program_traits import flow_labels
 from fuzz.generate.spec import DTYPES
 from fuzz.generate.spec_parts import GRAD_MODES
 from fuzz.judge.batch import MAX_BATCH
@@ -76,6 +78,7 @@ def campaign_config(config: pytest.Config) -> CampaignConfig:
         dtypes=dtypes,
         grad_modes=grad_modes,
         catalog_nodes=None if (nodes := config.getoption("fuzz_catalog_nodes")) is None else nodes == "yes",
+        structures=_structures(config, families),
         ops=ops,
         families=families,
         known_issues="check" if config.getoption("known_issues") == "check" else "xfail",
@@ -84,6 +87,22 @@ def campaign_config(config: pytest.Config) -> CampaignConfig:
         max_dim=config.getoption("fuzz_max_dim"),
         gpus=gpus,
     )
+
+
+def _structures(config: pytest.Config, families: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The flow labels ``--fuzz-structure`` asks every drawn program to show, each checked."""
+    structures = tuple(dict.fromkeys(config.getoption("fuzz_structure") or ()))
+    if unknown := [label for label in structures if label not in flow_labels()]:
+        near = difflib.get_close_matches(unknown[0], flow_labels(), n=3, cutoff=0) or sorted(flow_labels())[:3]
+        raise pytest.UsageError(
+            f"--fuzz-structure {unknown[0]!r}: not a program's flow label (the summary's coverage lists them); "
+            f"nearest: {', '.join(map(repr, near))}"
+        )
+    if structures and families != ("program",):
+        raise pytest.UsageError(
+            f"--fuzz-structure {structures[0]!r}: only programs show flow labels; add --fuzz-families program"
+        )
+    return structures
 
 
 def _check_numbers(config: pytest.Config) -> None:

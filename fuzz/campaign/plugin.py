@@ -68,6 +68,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="whether programs draw further inputs (inputs as state), torch's view ops and the op catalog's in-place "
         "updates (default: yes, but no under the ci profile)",
     )
+    group.addoption(
+        "--fuzz-structure",
+        action="append",
+        default=None,
+        help="a data-flow structure every drawn program shows, named as the summary's coverage names it (e.g. "
+        "'program update of an input'); repeat for several (each drawn program shows all); needs --fuzz-families "
+        "program",
+    )
     group.addoption("--fuzz-dtypes", default=None, help="comma-separated dtypes to draw from (default: all)")
     group.addoption(
         "--fuzz-ops",

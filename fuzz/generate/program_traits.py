@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
+from fuzz.generate.catalog_flow import update_calls
 from fuzz.generate.flow import INDEXED_KINDS, VIEW_KINDS
 from fuzz.generate.layers import LAYER_KINDS
 from fuzz.generate.program import (
@@ -16,16 +18,22 @@ from fuzz.generate.program import (
     region_of,
     values,
 )
+from fuzz.generate.spec_parts import GRAD_MODES
 
 VIEW_NAMES = frozenset(kind.name for kind in VIEW_KINDS)
 INDEXED_UPDATE_NAMES = frozenset(kind.name for kind in INDEXED_KINDS if kind.flow.updates)
 
 
-def flow_traits(spec: Any) -> list[str]:
-    """The data flows a program exercises that a layer stack cannot express, as labels (`fuzz.generate.coverage`)."""
+def _updates(spec: Any) -> list[int]:
+    """The layers of ``spec`` that update a value in place."""
+    return [i for i, layer in enumerate(spec.layers) if (flow := LAYER_KINDS[layer.kind].flow) and flow.updates]
+
+
+def _structures(spec: Any) -> dict[str, bool]:
+    """Each structure label a program may show (one label each, whatever the program), with whether ``spec`` does."""
     made = values(spec.layers, spec.checkpoints, spec._input())
     later = [reads_of(layer, index) for index, layer in enumerate(spec.layers)] + [outputs_of(spec)]
-    updates = [i for i, layer in enumerate(spec.layers) if (flow := LAYER_KINDS[layer.kind].flow) and flow.updates]
+    updates = _updates(spec)
     bases = [made[spec.layers[i].reads[0]].base for i in updates]
     input_bases = [[made[v].base for v in region_inputs(spec, number)] for number in range(len(spec.checkpoints))]
     every_read = [read for reads in later for read in reads]
@@ -47,11 +55,20 @@ def flow_traits(spec: Any) -> list[str]:
             for i, base in zip(updates, bases, strict=True)
         ),
     }
-    views = sorted({layer.kind for layer in spec.layers if layer.kind in VIEW_NAMES})
-    catalog_updates = sorted({spec.layers[i].params["target"] for i in updates if "target" in spec.layers[i].params})
     present["program update through a view"] = any(
         made[spec.layers[i].reads[0]].base != spec.layers[i].reads[0] for i in updates
     )
+    present["program output needing no grad"] = not all(made[value].requires_grad for value in outputs_of(spec))
+    present.update(_input_traits(spec, made, updates, bases))
+    return present
+
+
+def flow_traits(spec: Any) -> list[str]:
+    """The data flows a program exercises that a layer stack cannot express, as labels (`fuzz.generate.coverage`)."""
+    updates = _updates(spec)
+    views = sorted({layer.kind for layer in spec.layers if layer.kind in VIEW_NAMES})
+    catalog_updates = sorted({spec.layers[i].params["target"] for i in updates if "target" in spec.layers[i].params})
+    indexed = sorted({spec.layers[i].kind for i in updates if spec.layers[i].kind in INDEXED_UPDATE_NAMES})
     modes = sorted({layer.grad_mode for layer in spec.layers if layer.grad_mode})
     modes_in_checkpoints = sorted(
         {
@@ -60,12 +77,9 @@ def flow_traits(spec: Any) -> list[str]:
             if layer.grad_mode and region_of(spec.checkpoints, i) is not None
         }
     )
-    present["program output needing no grad"] = not all(made[value].requires_grad for value in outputs_of(spec))
-    present.update(_input_traits(spec, made, updates, bases))
-    indexed = sorted({spec.layers[i].kind for i in updates if spec.layers[i].kind in INDEXED_UPDATE_NAMES})
     return [
         "program",
-        *(label for label, holds in present.items() if holds),
+        *(label for label, holds in _structures(spec).items() if holds),
         *(f"program grad mode {mode}" for mode in modes),
         *(f"program grad mode {mode} in a checkpoint" for mode in modes_in_checkpoints),
         *(f"program view {name}" for name in views),
@@ -73,6 +87,48 @@ def flow_traits(spec: Any) -> list[str]:
         *(f"program catalog update {target}" for target in catalog_updates),
         *(f"program indexed update {name}" for name in indexed),
     ]
+
+
+@cache
+def flow_labels() -> frozenset[str]:
+    """Every label `flow_traits` gives some program: what ``--fuzz-structure`` may ask a campaign's programs for."""
+    from fuzz.generate.spec import LayerSpec, NetSpec  # (spec.py imports this module's neighbours)
+
+    simplest = NetSpec(features=1, layers=[LayerSpec("clone", reads=[0])])
+    return frozenset(
+        [
+            "program",
+            *_structures(simplest),
+            *(f"program grad mode {mode}{where}" for mode in GRAD_MODES for where in ("", " in a checkpoint")),
+            *(f"program view {name}" for name in VIEW_NAMES),
+            "program catalog update",
+            *(f"program catalog update {call.target}" for call in update_calls()),
+            *(f"program indexed update {name}" for name in INDEXED_UPDATE_NAMES),
+        ]
+    )
+
+
+class Showing:
+    """A filter of drawn programs: whether one shows every label of ``structures`` (`flow_labels`). Raises
+    `ValueError` after ``patience`` programs in a row without them: what the draw's options rule out (no further
+    inputs without catalog nodes, a grad mode not drawn) would otherwise leave a campaign drawing for its whole
+    budget and running nothing."""
+
+    def __init__(self, structures: tuple[str, ...], patience: int = 5000) -> None:
+        self.structures, self.patience, self.missed = frozenset(structures), patience, 0
+
+    def __call__(self, spec: Any) -> bool:
+        if self.structures <= set(flow_traits(spec)):
+            self.missed = 0
+            return True
+        self.missed += 1
+        if self.missed >= self.patience:
+            raise ValueError(
+                f"--fuzz-structure {', '.join(sorted(self.structures))}: none of {self.patience} programs drawn in a "
+                "row showed it; the other options may rule it out (--fuzz-catalog-nodes, --fuzz-grad-modes, the ci "
+                "profile's vocabulary)"
+            )
+        return False
 
 
 def _input_traits(spec: Any, made: list[Value], updates: list[int], bases: list[int]) -> dict[str, bool]:

@@ -40,6 +40,16 @@ ROOT = Path(__file__).resolve().parents[2]
             ["--fuzz-families", "nested", "--hypothesis-profile", "ci"],
             "--fuzz-families nested: none runs under profile ci (nested: profiles nightly, --fuzz-minutes 60 or more)",
         ),
+        (
+            ["--fuzz-families", "program", "--fuzz-structure", "program update of an inptu"],
+            "--fuzz-structure 'program update of an inptu': not a program's flow label (the summary's coverage lists "
+            "them); nearest: 'program update of an input'",
+        ),
+        (
+            ["--fuzz-structure", "program update of an input"],
+            "--fuzz-structure 'program update of an input': only programs show flow labels; add --fuzz-families "
+            "program",
+        ),
         (["--fuzz-run-id", "latest"], "--fuzz-run-id 'latest': a run id is one folder name"),
         (["--fuzz-executors", "nvfusr"], "--fuzz-executors: nvfusr not installed; this thunder has python, torch"),
     ],

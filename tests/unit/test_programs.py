@@ -220,6 +220,12 @@ def _inputs_as_state(label: str, kinds: tuple[str, ...], layers: int = 2) -> Any
 _NO_GRAD_MODES = ("--fuzz-grad-modes", "none")
 
 
+def _showing(label: str) -> tuple[str, ...]:
+    """The options that draw only programs showing the flow ``label``: a fault's structure, 4 to 20 % of programs
+    drawn otherwise."""
+    return ("--fuzz-structure", label)
+
+
 def _how(failure: Any) -> Any:
     """How a failure shows: a crash's signature, or the names of the tensors that differ; None where it passed."""
     if failure is None:
@@ -231,31 +237,42 @@ def _how(failure: Any) -> Any:
 @pytest.mark.parametrize(
     ("fault", "minimal", "options"),
     [
-        # (Each test draws only the structure it is about, for five minutes, the bound it must meet: grad modes have
-        # their own tests. Unrelated real bugs, such as an inference_mode region's crashes in the catalog-update and
-        # no-grad-region runs, each took a shard's time to explain or shrink, and stopped the fault's shrinking before
-        # the end, in 2 of 2 full runs; in the next two, with four minutes, 7 of 8 and 5 of 8 passed, a fault found
-        # late or its shrinking cut short by the budget.)
+        # (Each test draws only programs showing the structure it is about (`--fuzz-structure`), for five minutes,
+        # the bound it must meet: grad modes have their own tests. Unrelated real bugs, such as an inference_mode
+        # region's crashes in the catalog-update and no-grad-region runs, each took a shard's time to explain or
+        # shrink, and stopped the fault's shrinking before the end, in 2 of 2 full runs; in the next two, with four
+        # minutes, 7 of 8 and 5 of 8 passed, a fault found late or its shrinking cut short by the budget. Without
+        # `--fuzz-structure`, the inputs-as-state faults, on 5 to 20 % of drawn programs, were met after real bugs of
+        # the same draws, then too late to shrink, in 2 of the last 2 full runs.)
         # (No catalog nodes and no grad modes: the program's own views are this test's subject. Views among further
         # inputs, which the fault scales alike, shrank to six layers, not two, and have their own test below; an
         # inference_mode region's known crash hid an unused value's zero weight gradient, a form no entry explains.)
         (
             "checkpoint-aliased-inputs-x1.5",
             _views_of_one_tensor_enter_a_checkpoint,
-            ("--fuzz-catalog-nodes", "no", *_NO_GRAD_MODES),
+            ("--fuzz-catalog-nodes", "no", *_NO_GRAD_MODES, *_showing("program checkpoint of aliased inputs")),
         ),
         # (A clone's update needs no catalog node: without them, more draws hold one; found after 177 s in one full
         # run with them, not at all in the next.)
         (
             "clone-update-leaks-to-original",
             _original_read_after_its_clone_is_updated,
-            ("--fuzz-catalog-nodes", "no", *_NO_GRAD_MODES),
+            ("--fuzz-catalog-nodes", "no", *_NO_GRAD_MODES,
+             *_showing("program original read after its clone's update")),
         ),
         # (Linear layers only, as thunder compiles them: the fault fired on 20 of 20 drawn catalog updates with them,
         # 18 of 20 with every kind; a checkpoint with a fallback's layer goes whole to inductor, out of the fault's
         # reach. With every kind one full run found it after 187 s of 266, another not in 127 examples.)
-        ("catalog-updates-lost", _a_catalog_update_of_a_fresh_value, ("--fuzz-layers", "linear", *_NO_GRAD_MODES)),
-        ("no-grad-regions-tracked", _a_no_grad_region, ("--fuzz-grad-modes", "no_grad", "--fuzz-catalog-nodes", "no")),
+        (
+            "catalog-updates-lost",
+            _a_catalog_update_of_a_fresh_value,
+            ("--fuzz-layers", "linear", *_NO_GRAD_MODES, *_showing("program catalog update")),
+        ),
+        (
+            "no-grad-regions-tracked",
+            _a_no_grad_region,
+            ("--fuzz-grad-modes", "no_grad", "--fuzz-catalog-nodes", "no", *_showing("program grad mode no_grad")),
+        ),
         # (The fault shows only where a network returns a value an autocast region made in autocast's dtype: Linear
         # is the layer kind autocast computes in bfloat16, and with it alone 23 of 400 drawn programs return one,
         # against 4 of 400 with every kind. Float32 only, where autocast is drawn, and no catalog nodes: the other
@@ -265,21 +282,25 @@ def _how(failure: Any) -> Any:
             "autocast-in-bodies-ignored",
             _an_autocast_region_in_a_checkpoint,
             ("--fuzz-grad-modes", "autocast", "--fuzz-dtypes", "float32", "--fuzz-catalog-nodes", "no",
-             "--fuzz-layers", "linear"),
+             "--fuzz-layers", "linear", *_showing("program grad mode autocast in a checkpoint")),
         ),
         # (A further input is given, or a view of the network's input is: either loses its grad.)
         (
             "further-inputs-lose-grad",
             _inputs_as_state("program several inputs", ("state_input", "input_view")),
-            _NO_GRAD_MODES,
+            (*_NO_GRAD_MODES, *_showing("program several inputs")),
         ),
         # (An input, its view and a layer reading the view: three layers.)
         (
             "aliased-inputs-x1.5",
             _inputs_as_state("program inputs viewing one another", ("input_view",), layers=3),
-            _NO_GRAD_MODES,
+            (*_NO_GRAD_MODES, *_showing("program inputs viewing one another")),
         ),
-        ("input-updates-lost", _inputs_as_state("program update of an input", ("state_input",)), _NO_GRAD_MODES),
+        (
+            "input-updates-lost",
+            _inputs_as_state("program update of an input", ("state_input",)),
+            (*_NO_GRAD_MODES, *_showing("program update of an input")),
+        ),
     ],
     ids=["aliased-checkpoint-inputs", "clone-update-then-original-read", "catalog-update", "no-grad-region",
          "autocast-in-a-checkpoint", "input-needing-grad", "inputs-viewing-one-another", "input-updated-in-place"],
