@@ -235,6 +235,12 @@ def _candidates(spec: NetSpec) -> Iterator[NetSpec]:
     for index, layer in enumerate(spec.layers):
         if (flow := LAYER_KINDS[layer.kind].flow) is not None and flow.updates and flow.twin is not None:
             yield _with_layer(spec, index, replace(layer, kind=flow.twin))
+    # Or by a view of what it updates: the aliases it makes stay, the update goes (`v2 = v1.add_(v1)` taken with v1
+    # into a checkpoint as two aliased inputs: measured, Hypothesis's shrinking kept the update and the clone it
+    # needs, four layers where an alias of x makes three).
+    for index, layer in enumerate(spec.layers):
+        if (flow := LAYER_KINDS[layer.kind].flow) is not None and flow.updates:
+            yield _with_layer(spec, index, LayerSpec("alias", reads=layer.reads[:1], grad_mode=layer.grad_mode))
     # Toward today's three updates, last (one may send its checkpoint to the fallback: inductor's first set-up in a
     # process takes seconds): an update by the op catalog's call replaced by the update it stands for.
     for index, layer in enumerate(spec.layers):

@@ -79,6 +79,16 @@ def test_an_update_goes_to_its_out_of_place_twin_and_loses_the_clone_it_updated(
     assert [layer.kind for layer in reduce_spec(spec, needs_update).layers] == ["alias", "clone", "add_"]
 
 
+def test_an_update_that_only_makes_an_alias_goes_to_a_view_of_what_it_updates():
+    # A checkpoint taking `v2 = v1.add_(v1)` and v1: two aliased inputs (a shrunk self-test finding, four layers).
+    layers = [LayerSpec("clone", reads=[0]), LayerSpec("add_", reads=[1, 1])]
+    layers += [LayerSpec("clone", reads=[2]), LayerSpec("tanh", reads=[1])]
+    spec = NetSpec(features=1, layers=layers, checkpoints=[CheckpointSpec(2, 4)], outputs=[4, 2, 3])
+    reduced = reduce_spec(spec, _checkpoints_two_aliased_inputs)
+    assert reduced.layers[:2] == [LayerSpec("alias", reads=[0]), LayerSpec("clone", reads=[1])], reduced.to_json()
+    assert len(reduced.layers) == 3 and reduced.checkpoints == [CheckpointSpec(1, 3)], reduced.to_json()
+
+
 def test_a_view_of_a_deleted_input_is_fitted_to_what_it_views_then():
     # Columns 2:4 of a further input, which the failure does not need: deleted, the view is of x, of width 1.
     further = LayerSpec("state_input", {"width": 4, "requires_grad": True}, reads=[0])
