@@ -18,7 +18,8 @@ from fuzz.generate.program import (
     region_of,
     values,
 )
-from fuzz.generate.spec_parts import GRAD_MODES
+from fuzz.generate.spec import NetSpec
+from fuzz.generate.spec_parts import GRAD_MODES, LayerSpec
 
 VIEW_NAMES = frozenset(kind.name for kind in VIEW_KINDS)
 INDEXED_UPDATE_NAMES = frozenset(kind.name for kind in INDEXED_KINDS if kind.flow.updates)
@@ -92,8 +93,6 @@ def flow_traits(spec: Any) -> list[str]:
 @cache
 def flow_labels() -> frozenset[str]:
     """Every label `flow_traits` gives some program: what ``--fuzz-structure`` may ask a campaign's programs for."""
-    from fuzz.generate.spec import LayerSpec, NetSpec  # (spec.py imports this module's neighbours)
-
     simplest = NetSpec(features=1, layers=[LayerSpec("clone", reads=[0])])
     return frozenset(
         [
