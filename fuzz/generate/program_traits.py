@@ -109,22 +109,23 @@ def flow_labels() -> frozenset[str]:
 
 class Showing:
     """A filter of drawn programs: whether one shows every label of ``structures`` (`flow_labels`). Raises
-    `ValueError` after ``patience`` programs in a row without them: what the draw's options rule out (no further
-    inputs without catalog nodes, a grad mode not drawn) would otherwise leave a campaign drawing for its whole
-    budget and running nothing."""
+    `ValueError` where the first ``patience`` programs all lack them: what the draw's options rule out (no further
+    inputs without catalog nodes, a grad mode not drawn) would otherwise leave a campaign drawing for its whole budget
+    and running nothing. Once one showed them it never raises (a shrinking's candidates may lack them for long)."""
 
     def __init__(self, structures: tuple[str, ...], patience: int = 5000) -> None:
         self.structures, self.patience, self.missed = frozenset(structures), patience, 0
 
     def __call__(self, spec: Any) -> bool:
         if self.structures <= set(flow_traits(spec)):
-            self.missed = 0
+            self.missed = -1  # (shown once: never raises)
             return True
-        self.missed += 1
+        if self.missed >= 0:
+            self.missed += 1
         if self.missed >= self.patience:
             raise ValueError(
-                f"--fuzz-structure {', '.join(sorted(self.structures))}: none of {self.patience} programs drawn in a "
-                "row showed it; the other options may rule it out (--fuzz-catalog-nodes, --fuzz-grad-modes, the ci "
+                f"--fuzz-structure {', '.join(sorted(self.structures))}: none of the first {self.patience} programs "
+                "drawn showed it; the other options may rule it out (--fuzz-catalog-nodes, --fuzz-grad-modes, the ci "
                 "profile's vocabulary)"
             )
         return False

@@ -95,8 +95,18 @@ def test_a_structure_the_options_rule_out_ends_the_draw_with_a_reason():
     def drawn(spec: NetSpec) -> None:
         raise AssertionError(f"drawn without further inputs: {spec.to_json()}")
 
-    with pytest.raises(ValueError, match="none of 50 programs drawn in a row showed it"):
+    with pytest.raises(ValueError, match="none of the first 50 programs drawn showed it"):
         drawn()
+
+
+def test_a_structure_once_shown_never_ends_the_draw():
+    # (Hypothesis's shrinking tries many candidates without it: none may turn a finding into an error.)
+    showing, plain = (
+        Showing(("program several inputs",), patience=2),
+        NetSpec(features=1, layers=[LayerSpec("clone", reads=[0])]),
+    )
+    assert showing(STATE_PROGRAM)
+    assert not any([showing(plain) for _ in range(5)])
 
 
 def test_an_input_view_is_another_argument_sharing_its_inputs_memory():
