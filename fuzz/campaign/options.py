@@ -78,7 +78,7 @@ def campaign_config(config: pytest.Config) -> CampaignConfig:
         dtypes=dtypes,
         grad_modes=grad_modes,
         catalog_nodes=None if (nodes := config.getoption("fuzz_catalog_nodes")) is None else nodes == "yes",
-        structures=_structures(config, families),
+        structures=_checked_structures(config, families),
         ops=ops,
         families=families,
         known_issues="check" if config.getoption("known_issues") == "check" else "xfail",
@@ -89,11 +89,11 @@ def campaign_config(config: pytest.Config) -> CampaignConfig:
     )
 
 
-def _structures(config: pytest.Config, families: tuple[str, ...] | None) -> tuple[str, ...]:
+def _checked_structures(config: pytest.Config, families: tuple[str, ...] | None) -> tuple[str, ...]:
     """The flow labels ``--fuzz-structure`` asks every drawn program to show, each checked."""
     structures = tuple(dict.fromkeys(config.getoption("fuzz_structure") or ()))
     if unknown := [label for label in structures if label not in flow_labels()]:
-        near = difflib.get_close_matches(unknown[0], flow_labels(), n=3, cutoff=0) or sorted(flow_labels())[:3]
+        near = difflib.get_close_matches(unknown[0], flow_labels(), n=3, cutoff=0)  # (cutoff 0: always three)
         raise pytest.UsageError(
             f"--fuzz-structure {unknown[0]!r}: not a program's flow label (the summary's coverage lists them); "
             f"nearest: {', '.join(map(repr, near))}"
